@@ -1,0 +1,44 @@
+"""walcdc: change data capture for CUBRID, read offline from its write-ahead log volumes.
+
+>>> import walcdc
+>>> log = walcdc.open_log(walcdc.samples.sample_path())
+>>> reader = log.records()
+>>> table = reader.read_all()
+>>> table.num_rows > 0
+True
+"""
+
+from walcdc import lsa, samples
+from walcdc._native import __version__
+from walcdc.errors import (
+    BadHeaderError,
+    ChecksumError,
+    CorruptRecordError,
+    EncryptedPageError,
+    InvalidArgumentError,
+    LogError,
+    LogIOError,
+    MismatchedLogSetError,
+    MissingArchiveError,
+    TruncatedLogError,
+)
+from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
+
+__all__ = [
+    "__version__",
+    "open_log",
+    "LogSet",
+    "lsa",
+    "samples",
+    "EncryptedPagesSkipped",
+    "LogError",
+    "LogIOError",
+    "BadHeaderError",
+    "MismatchedLogSetError",
+    "ChecksumError",
+    "TruncatedLogError",
+    "MissingArchiveError",
+    "EncryptedPageError",
+    "CorruptRecordError",
+    "InvalidArgumentError",
+]

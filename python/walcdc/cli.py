@@ -1,0 +1,160 @@
+"""The ``walcdc`` command line.
+
+``walcdc inspect PATH`` prints a log set's volumes and page ranges and walks its records to the
+end of the log; ``--stats`` adds per-record-type counts and bytes (like ``pg_waldump --stats``).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections import defaultdict
+from typing import Dict, List, Optional
+
+import click
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import walcdc
+from walcdc import lsa as L
+from walcdc.errors import LogError
+
+
+def _lsa_arg(ctx, param, value: Optional[str]):
+    if value is None:
+        return None
+    try:
+        return L.parse(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+def _fmt(key: Optional[int]) -> str:
+    return L.format_lsa(key) if key is not None else "-"
+
+
+@click.group()
+@click.version_option(walcdc.__version__, prog_name="walcdc")
+def main() -> None:
+    """Change data capture for CUBRID, read offline from its write-ahead log volumes."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
+@click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
+@click.option("--from", "start", callback=_lsa_arg, help="First LSA (pageid|offset).")
+@click.option("--to", "end", callback=_lsa_arg, help="Stop before this LSA (pageid|offset).")
+@click.option(
+    "--on-encrypted",
+    type=click.Choice(["raise", "skip"]),
+    default="skip",
+    show_default=True,
+    help="What to do at TDE-encrypted pages.",
+)
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
+def inspect(paths, sample, stats, start, end, on_encrypted, progress) -> None:
+    """Volumes, page ranges and records of a log set (a directory or volume files)."""
+    if sample:
+        paths = (str(walcdc.samples.sample_path()),)
+    if not paths:
+        raise click.UsageError("give a log directory or volume files, or --sample")
+    try:
+        _inspect(list(paths), stats, start, end, on_encrypted, progress)
+    except LogError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progress) -> None:
+    log = walcdc.open_log(paths if len(paths) > 1 else paths[0])
+    info = log._native.header_info()
+    click.echo(
+        f"log set: {info.get('prefix', '?')}  page size {info['page_size']} B  "
+        f"db_creation {info['db_creation']}  release {info.get('release', '?')}"
+    )
+    if "is_shutdown" in info:
+        click.echo(
+            f"header: {'clean shutdown' if info['is_shutdown'] else 'NOT shut down cleanly'}"
+            f", append {_fmt(info['header_append_lsa'])}"
+            f", checkpoint {_fmt(info['chkpt_lsa'])}"
+            + (f", archived below page {info['nxarv_pageid']}" if info["nxarv_pageid"] else "")
+        )
+    click.echo("volumes:")
+    for v in info["volumes"]:
+        if v["kind"] == "active":
+            click.echo(f"  {v['file']:<24} active   ring of {v['pages']} pages")
+        else:
+            click.echo(
+                f"  {v['file']:<24} archive {v['number']:>4}  pages "
+                f"{v['first_pageid']}..{v['last_pageid']}"
+            )
+
+    total_pages = max(info.get("header_append_lsa") or 0, 0) >> 16
+    total_pages = max(total_pages, info.get("nxarv_pageid", 0)) - info["first_pageid"]
+    first_page = (start >> 16) if start is not None else info["first_pageid"]
+    if progress is None:
+        progress = sys.stderr.isatty()
+    counts: Dict[str, List[int]] = defaultdict(lambda: [0, 0])
+    n = 0
+    nbytes = 0
+    first = last = None
+    # Skipped encrypted pages are reported below, not as warnings.
+    warnings.simplefilter("ignore", walcdc.EncryptedPagesSkipped)
+    reader = log.records(start=start, end=end, on_encrypted=on_encrypted)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=max(total_pages, 1), unit="page", desc="walking", leave=False)
+    done_page = first_page
+    for batch in reader:
+        if batch.num_rows == 0:
+            continue
+        lsas = batch.column("lsa")
+        if first is None:
+            first = lsas[0].as_py()
+        last = lsas[-1].as_py()
+        n += batch.num_rows
+        nbytes += pc.sum(batch.column("size")).as_py()
+        if stats:
+            t = (
+                pa.Table.from_batches([batch])
+                .group_by("type")
+                .aggregate([("size", "sum"), ("size", "count")])
+            )
+            for name, size, count in zip(
+                t.column("type").to_pylist(),
+                t.column("size_sum").to_pylist(),
+                t.column("size_count").to_pylist(),
+            ):
+                counts[name][0] += count
+                counts[name][1] += size
+        if bar is not None:
+            page = last >> 16
+            bar.update(max(0, min(page - done_page, bar.total - bar.n)))
+            done_page = page
+    if bar is not None:
+        bar.close()
+    walk = log.last_walk or {}
+    click.echo(f"records: {n:,}  ({nbytes:,} bytes of log)  first {_fmt(first)}  last {_fmt(last)}")
+    click.echo(f"end: {_fmt(walk.get('end_lsa'))} ({walk.get('end_reason', '?')})")
+    for s in walk.get("skipped", []):
+        click.echo(
+            f"skipped encrypted pages {s['first_pageid']}..{s['last_pageid']} "
+            f"from {_fmt(s['from_lsa'])}, resumed at {_fmt(s['resume_lsa'])}"
+        )
+    if stats and n:
+        click.echo("")
+        click.echo(f"{'type':<32} {'count':>10} {'(%)':>8} {'bytes':>14} {'(%)':>8}")
+        click.echo(f"{'----':<32} {'-----':>10} {'---':>8} {'-----':>14} {'---':>8}")
+        for name, (count, size) in sorted(counts.items(), key=lambda kv: -kv[1][1]):
+            click.echo(
+                f"{name:<32} {count:>10,} {100 * count / n:>7.2f}% "
+                f"{size:>14,} {100 * size / max(nbytes, 1):>7.2f}%"
+            )
+        click.echo(f"{'total':<32} {n:>10,} {100:>7.2f}% {nbytes:>14,} {100:>7.2f}%")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,90 @@
+//! One error type for everything that can go wrong reading a log set. Every variant names the
+//! volume (file) and, where one applies, the log address.
+
+use crate::lsa::Lsa;
+
+pub type Result<T> = std::result::Result<T, LogError>;
+
+fn at(lsa: &Option<Lsa>) -> String {
+    match lsa {
+        Some(l) => format!(" at LSA {l}"),
+        None => String::new(),
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LogError {
+    /// The file could not be opened, mapped or listed.
+    #[error("{file}: {msg}")]
+    Io { file: String, msg: String },
+    /// Not a CUBRID log volume (wrong magic, bad header page, impossible page size).
+    #[error("{file}: not a CUBRID log volume: {msg}")]
+    BadHeader { file: String, msg: String },
+    /// Volumes that do not belong together (different `db_creation`, page size, duplicates).
+    #[error("{file}: {msg}")]
+    Mismatch { file: String, msg: String },
+    /// A page whose stored checksum does not match its sampled CRC-32.
+    #[error("{file}: checksum mismatch on log page {pageid}{}: stored {stored:#010x}, computed {computed:#010x}", at(.lsa))]
+    Checksum { file: String, lsa: Option<Lsa>, pageid: i64, stored: u32, computed: u32 },
+    /// A volume shorter than its header says, or a log that ends inside a record it must hold.
+    #[error("{file}: truncated{}: {msg}", at(.lsa))]
+    Truncated { file: String, lsa: Option<Lsa>, msg: String },
+    /// A page that only an archive can hold, and that archive is not in the set.
+    #[error("{file}: missing archive{}: {msg}", at(.lsa))]
+    MissingArchive { file: String, lsa: Option<Lsa>, msg: String },
+    /// A TDE-encrypted page had to be read and no key is available.
+    #[error("{file}: log page {pageid} is TDE-encrypted{}; its records cannot be read without the key (use on_encrypted=\"skip\" to skip encrypted pages)", at(.lsa))]
+    Encrypted { file: String, lsa: Option<Lsa>, pageid: i64 },
+    /// A record that cannot be what the writer wrote (bad type, links, lengths, layout).
+    #[error("{file}: corrupt record{}: {msg}", at(.lsa))]
+    CorruptRecord { file: String, lsa: Option<Lsa>, msg: String },
+    /// A caller's argument that does not fit the log (an LSA outside it, an unknown option).
+    #[error("{msg}")]
+    InvalidArgument { msg: String },
+}
+
+impl LogError {
+    /// The name of the matching Python exception class in `walcdc.errors`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LogError::Io { .. } => "LogIOError",
+            LogError::BadHeader { .. } => "BadHeaderError",
+            LogError::Mismatch { .. } => "MismatchedLogSetError",
+            LogError::Checksum { .. } => "ChecksumError",
+            LogError::Truncated { .. } => "TruncatedLogError",
+            LogError::MissingArchive { .. } => "MissingArchiveError",
+            LogError::Encrypted { .. } => "EncryptedPageError",
+            LogError::CorruptRecord { .. } => "CorruptRecordError",
+            LogError::InvalidArgument { .. } => "InvalidArgumentError",
+        }
+    }
+
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            LogError::Io { file, .. }
+            | LogError::BadHeader { file, .. }
+            | LogError::Mismatch { file, .. }
+            | LogError::Checksum { file, .. }
+            | LogError::Truncated { file, .. }
+            | LogError::MissingArchive { file, .. }
+            | LogError::Encrypted { file, .. }
+            | LogError::CorruptRecord { file, .. } => Some(file),
+            LogError::InvalidArgument { .. } => None,
+        }
+    }
+
+    pub fn lsa(&self) -> Option<Lsa> {
+        match self {
+            LogError::Checksum { lsa, .. }
+            | LogError::Truncated { lsa, .. }
+            | LogError::MissingArchive { lsa, .. }
+            | LogError::Encrypted { lsa, .. }
+            | LogError::CorruptRecord { lsa, .. } => *lsa,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn corrupt(file: &str, lsa: Lsa, msg: impl Into<String>) -> LogError {
+        LogError::CorruptRecord { file: file.to_string(), lsa: Some(lsa), msg: msg.into() }
+    }
+}

@@ -1,0 +1,724 @@
+//! A log set: the active volume `<db>_lgat` and the archives `<db>_lgarNNN`, memory-mapped,
+//! validated against each other, and a map from logical page ids to pages.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use crate::error::{LogError, Result};
+use crate::lsa::Lsa;
+use crate::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
+
+pub const ACTIVE_MAGIC: &[u8] = b"CUBRID/LogActive";
+pub const ARCHIVE_MAGIC: &[u8] = b"CUBRID/LogArchive";
+pub const VALID_PAGE_SIZES: [usize; 3] = [4096, 8192, 16384];
+/// `sizeof(LOG_HEADER)`.
+pub const ACTIVE_HEADER_SIZE: usize = 376;
+/// `sizeof(LOG_ARV_HEADER)`.
+pub const ARCHIVE_HEADER_SIZE: usize = 64;
+
+/// One memory-mapped volume file.
+pub struct Volume {
+    pub path: PathBuf,
+    /// File name, used in messages and in the `file` column.
+    pub name: String,
+    map: Mmap,
+}
+
+impl Volume {
+    fn open(path: &Path) -> Result<Volume> {
+        let name =
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+        let io = |e: std::io::Error| LogError::Io { file: path.display().to_string(), msg: e.to_string() };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
+            return Err(LogError::Truncated {
+                file: name,
+                lsa: None,
+                msg: format!("{len} bytes is too short to hold a log header"),
+            });
+        }
+        // SAFETY: the volume is mapped read-only; a log volume that another process truncates
+        // while it is mapped is outside what this reader supports (as for any mmap reader).
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        Ok(Volume { path: path.to_path_buf(), name, map })
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+fn i16_at(b: &[u8], o: usize) -> i16 {
+    i16::from_le_bytes([b[o], b[o + 1]])
+}
+fn i32_at(b: &[u8], o: usize) -> i32 {
+    i32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+fn i64_at(b: &[u8], o: usize) -> i64 {
+    i64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+fn lsa_at(b: &[u8], o: usize) -> Lsa {
+    Lsa::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// `LOG_HEADER` of the active volume (the fields a reader uses).
+#[derive(Clone, Debug)]
+pub struct ActiveHeader {
+    pub db_creation: i64,
+    pub db_release: String,
+    pub db_compatibility: f32,
+    pub db_iopagesize: i16,
+    pub db_logpagesize: i16,
+    pub is_shutdown: bool,
+    pub next_trid: i32,
+    pub mvcc_next_id: u64,
+    pub npages: i32,
+    pub db_charset: i8,
+    pub fpageid: i64,
+    pub append_lsa: Lsa,
+    pub chkpt_lsa: Lsa,
+    pub nxarv_pageid: i64,
+    pub nxarv_phy_pageid: i32,
+    pub nxarv_num: i32,
+    pub last_arv_num_for_syscrashes: i32,
+    pub last_deleted_arv_num: i32,
+    pub prefix_name: String,
+    pub ha_server_state: i32,
+    pub eof_lsa: Lsa,
+    pub smallest_lsa_at_last_chkpt: Lsa,
+    pub mvcc_op_log_lsa: Lsa,
+    pub was_active_log_reset: bool,
+}
+
+impl ActiveHeader {
+    /// Parses `LOG_HEADER` from the struct bytes (file offset 16 of physical page 0).
+    pub fn parse(h: &[u8]) -> ActiveHeader {
+        ActiveHeader {
+            db_creation: i64_at(h, 32),
+            db_release: cstr(&h[40..55]),
+            db_compatibility: f32::from_le_bytes(h[56..60].try_into().unwrap()),
+            db_iopagesize: i16_at(h, 60),
+            db_logpagesize: i16_at(h, 62),
+            is_shutdown: h[64] != 0,
+            next_trid: i32_at(h, 68),
+            mvcc_next_id: i64_at(h, 72) as u64,
+            npages: i32_at(h, 88),
+            db_charset: h[92] as i8,
+            fpageid: i64_at(h, 96),
+            append_lsa: lsa_at(h, 104),
+            chkpt_lsa: lsa_at(h, 112),
+            nxarv_pageid: i64_at(h, 120),
+            nxarv_phy_pageid: i32_at(h, 128),
+            nxarv_num: i32_at(h, 132),
+            last_arv_num_for_syscrashes: i32_at(h, 136),
+            last_deleted_arv_num: i32_at(h, 140),
+            prefix_name: cstr(&h[168..186]),
+            ha_server_state: i32_at(h, 304),
+            eof_lsa: lsa_at(h, 312),
+            smallest_lsa_at_last_chkpt: lsa_at(h, 320),
+            mvcc_op_log_lsa: lsa_at(h, 328),
+            was_active_log_reset: h[370] != 0,
+        }
+    }
+}
+
+/// One archive volume: `LOG_ARV_HEADER` and where the file sits in the set.
+#[derive(Clone, Debug)]
+pub struct Archive {
+    pub vol: usize,
+    pub num: i64,
+    pub fpageid: i64,
+    pub npages: i64,
+    pub next_trid: i32,
+    pub db_creation: i64,
+}
+
+impl Archive {
+    pub fn last_pageid(&self) -> i64 {
+        self.fpageid + self.npages - 1
+    }
+    pub fn contains(&self, pageid: i64) -> bool {
+        pageid >= self.fpageid && pageid <= self.last_pageid()
+    }
+}
+
+/// The active volume and its header.
+#[derive(Clone, Debug)]
+pub struct Active {
+    pub vol: usize,
+    pub header: ActiveHeader,
+}
+
+/// A fetched page: the page's bytes (borrowed from the mapping) and where they came from.
+#[derive(Clone, Copy)]
+pub struct Page<'a> {
+    pub bytes: &'a [u8],
+    pub header: PageHeader,
+    pub vol: usize,
+    /// The page lies below the active header's `nxarv_pageid`: it has been archived, and the
+    /// end-of-log rules do not apply to it.
+    pub archived: bool,
+}
+
+/// Why a logical page is not available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Absent {
+    /// Archived (below `nxarv_pageid`), no archive of the set holds it, and the ring slot was
+    /// reused.
+    ArchiveMissing,
+    /// The ring slot (or the archive page) holds another logical page (or was never written).
+    Overwritten { vol: usize, found: i64 },
+    /// No volume could hold it (beyond the archives given, and no active volume).
+    NoVolume,
+}
+
+/// The outcome of fetching one logical page.
+pub enum Fetch<'a> {
+    Ok(Page<'a>),
+    /// TDE-encrypted: the page header is readable, the area is not.
+    Encrypted(Page<'a>),
+    BadChecksum {
+        page: Page<'a>,
+        computed: u32,
+    },
+    Absent(Absent),
+}
+
+/// An opened, validated set of log volumes of one database.
+pub struct LogSet {
+    volumes: Vec<Volume>,
+    pub page_size: usize,
+    pub db_creation: i64,
+    pub active: Option<Active>,
+    /// Archives in number order, contiguous in numbers and in page ranges.
+    pub archives: Vec<Archive>,
+    /// The lowest logical page held by the set.
+    pub first_pageid: i64,
+}
+
+/// What kind of volume a file name says it is.
+#[derive(Debug, PartialEq, Eq)]
+enum NameRole {
+    Active,
+    Archive(i64),
+    Other,
+}
+
+fn name_role(name: &str) -> NameRole {
+    if name.ends_with("_lgat") {
+        return NameRole::Active;
+    }
+    if let Some(pos) = name.rfind("_lgar") {
+        let digits = &name[pos + 5..];
+        if digits.len() >= 3 && digits.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(n) = digits.parse() {
+                return NameRole::Archive(n);
+            }
+        }
+    }
+    NameRole::Other
+}
+
+/// Expands directories into the log volumes they hold (`*_lgat`, `*_lgarNNN`); explicit files
+/// are kept as they are.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd =
+                std::fs::read_dir(p).map_err(|e| LogError::Io { file: p.display().to_string(), msg: e.to_string() })?;
+            let mut found: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|f| f.is_file())
+                .filter(|f| {
+                    let n = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    name_role(&n) != NameRole::Other
+                })
+                .collect();
+            if found.is_empty() {
+                return Err(LogError::Io {
+                    file: p.display().to_string(),
+                    msg: "no CUBRID log volumes (<db>_lgat, <db>_lgarNNN) in this directory".into(),
+                });
+            }
+            found.sort();
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(LogError::Io { file: p.display().to_string(), msg: "no such file or directory".into() });
+        }
+    }
+    Ok(out)
+}
+
+fn floor_mod(a: i64, n: i64) -> i64 {
+    ((a % n) + n) % n
+}
+
+impl LogSet {
+    /// Opens a directory, or a list of volume files, and validates the set.
+    pub fn open<P: AsRef<Path>>(paths: &[P]) -> Result<LogSet> {
+        let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        if paths.is_empty() {
+            return Err(LogError::InvalidArgument { msg: "no log volume given".into() });
+        }
+        let files = expand(&paths)?;
+        let mut volumes = Vec::new();
+        let mut active: Option<Active> = None;
+        let mut raw_archives: Vec<(Archive, Option<i64>)> = Vec::new();
+
+        for path in &files {
+            let vol = Volume::open(path)?;
+            let b = vol.bytes();
+            let ph = PageHeader::parse(b);
+            let body = &b[PAGE_HEADER_SIZE..];
+            let idx = volumes.len();
+            let by_name = name_role(&vol.name);
+            if body.starts_with(ACTIVE_MAGIC) && body[ACTIVE_MAGIC.len()] == 0 {
+                check_header_page(&vol, &ph)?;
+                let h = ActiveHeader::parse(&body[..ACTIVE_HEADER_SIZE]);
+                let ps = h.db_logpagesize as i64 as usize;
+                if !VALID_PAGE_SIZES.contains(&ps) {
+                    return Err(LogError::BadHeader {
+                        file: vol.name.clone(),
+                        msg: format!("log page size {} is not 4096, 8192 or 16384", h.db_logpagesize),
+                    });
+                }
+                if !page::checksum_ok(&b[..ps.min(b.len())]) || b.len() < ps {
+                    let computed = page::compute_checksum(&b[..ps.min(b.len()) / 4096 * 4096]);
+                    return Err(LogError::Checksum {
+                        file: vol.name.clone(),
+                        lsa: None,
+                        pageid: HEADER_PAGE_ID,
+                        stored: ph.checksum,
+                        computed,
+                    });
+                }
+                if h.npages <= 0 {
+                    return Err(LogError::BadHeader {
+                        file: vol.name.clone(),
+                        msg: format!("active log npages = {}", h.npages),
+                    });
+                }
+                let want = (h.npages as u64 + 1) * ps as u64;
+                if (vol.len() as u64) < want {
+                    return Err(LogError::Truncated {
+                        file: vol.name.clone(),
+                        lsa: None,
+                        msg: format!(
+                            "active volume is {} bytes, its header says {} pages of {} bytes ({} bytes)",
+                            vol.len(),
+                            h.npages + 1,
+                            ps,
+                            want
+                        ),
+                    });
+                }
+                if let Some(a) = &active {
+                    return Err(LogError::Mismatch {
+                        file: vol.name.clone(),
+                        msg: format!(
+                            "a second active volume in the set (already have {})",
+                            volumes_name(&volumes, a.vol)
+                        ),
+                    });
+                }
+                active = Some(Active { vol: idx, header: h });
+            } else if body.starts_with(ARCHIVE_MAGIC) && body[ARCHIVE_MAGIC.len()] == 0 {
+                check_header_page(&vol, &ph)?;
+                let a = Archive {
+                    vol: idx,
+                    db_creation: i64_at(body, 32),
+                    next_trid: i32_at(body, 40),
+                    npages: i32_at(body, 44) as i64,
+                    fpageid: i64_at(body, 48),
+                    num: i32_at(body, 56) as i64,
+                };
+                if a.npages <= 0 || a.fpageid < 0 {
+                    return Err(LogError::BadHeader {
+                        file: vol.name.clone(),
+                        msg: format!("archive header has npages {} and first page {}", a.npages, a.fpageid),
+                    });
+                }
+                let name_num = match by_name {
+                    NameRole::Archive(n) => Some(n),
+                    _ => None,
+                };
+                if let Some(n) = name_num {
+                    if n != a.num {
+                        return Err(LogError::BadHeader {
+                            file: vol.name.clone(),
+                            msg: format!("file name says archive {n}, its header says archive {}", a.num),
+                        });
+                    }
+                }
+                raw_archives.push((a, name_num));
+            } else {
+                return Err(LogError::BadHeader {
+                    file: vol.name.clone(),
+                    msg: "no CUBRID/LogActive or CUBRID/LogArchive magic in the header page".into(),
+                });
+            }
+            volumes.push(vol);
+        }
+
+        // Page size: from the active header, else inferred from the archives.
+        let page_size = match &active {
+            Some(a) => a.header.db_logpagesize as usize,
+            None => {
+                infer_archive_page_size(&volumes, &raw_archives.iter().map(|(a, _)| a.clone()).collect::<Vec<_>>())?
+            }
+        };
+
+        let db_creation = match (&active, raw_archives.first()) {
+            (Some(a), _) => a.header.db_creation,
+            (None, Some((a, _))) => a.db_creation,
+            (None, None) => unreachable!("expand() never returns an empty list"),
+        };
+        let mut archives: Vec<Archive> = raw_archives.into_iter().map(|(a, _)| a).collect();
+        for a in &archives {
+            let vol = &volumes[a.vol];
+            if a.db_creation != db_creation {
+                return Err(LogError::Mismatch {
+                    file: vol.name.clone(),
+                    msg: format!(
+                        "belongs to another database: db_creation {} differs from the set's {}",
+                        a.db_creation, db_creation
+                    ),
+                });
+            }
+            if !page::checksum_ok(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]) {
+                return Err(LogError::Checksum {
+                    file: vol.name.clone(),
+                    lsa: None,
+                    pageid: HEADER_PAGE_ID,
+                    stored: PageHeader::parse(vol.bytes()).checksum,
+                    computed: page::compute_checksum(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]),
+                });
+            }
+            let want = (a.npages as u64 + 1) * page_size as u64;
+            if (vol.len() as u64) < want {
+                return Err(LogError::Truncated {
+                    file: vol.name.clone(),
+                    lsa: Some(Lsa::new(a.fpageid, 0)),
+                    msg: format!(
+                        "archive is {} bytes, its header says {} pages of {} bytes ({} bytes)",
+                        vol.len(),
+                        a.npages + 1,
+                        page_size,
+                        want
+                    ),
+                });
+            }
+        }
+        archives.sort_by_key(|a| a.num);
+        for w in archives.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if a.num == b.num {
+                return Err(LogError::Mismatch {
+                    file: volumes[b.vol].name.clone(),
+                    msg: format!("archive number {} appears twice (also {})", b.num, volumes[a.vol].name),
+                });
+            }
+            if b.num != a.num + 1 {
+                return Err(LogError::MissingArchive {
+                    file: volumes[b.vol].name.clone(),
+                    lsa: Some(Lsa::new(a.last_pageid() + 1, 0)),
+                    msg: format!(
+                        "archive(s) {}..{} between {} and {} are not in the set (pages from {} on)",
+                        a.num + 1,
+                        b.num - 1,
+                        volumes[a.vol].name,
+                        volumes[b.vol].name,
+                        a.last_pageid() + 1
+                    ),
+                });
+            }
+            if b.fpageid != a.last_pageid() + 1 {
+                return Err(LogError::Mismatch {
+                    file: volumes[b.vol].name.clone(),
+                    msg: format!(
+                        "archive page ranges are not contiguous: {} ends at page {}, {} starts at page {}",
+                        volumes[a.vol].name,
+                        a.last_pageid(),
+                        volumes[b.vol].name,
+                        b.fpageid
+                    ),
+                });
+            }
+        }
+        if let (Some(act), Some(last)) = (&active, archives.last()) {
+            let h = &act.header;
+            if last.num >= h.nxarv_num as i64 {
+                return Err(LogError::Mismatch {
+                    file: volumes[last.vol].name.clone(),
+                    msg: format!(
+                        "archive {} is newer than the active volume, which has archived only up to archive {}",
+                        last.num,
+                        h.nxarv_num - 1
+                    ),
+                });
+            }
+            if last.num == h.nxarv_num as i64 - 1 && last.last_pageid() + 1 != h.nxarv_pageid {
+                return Err(LogError::Mismatch {
+                    file: volumes[last.vol].name.clone(),
+                    msg: format!(
+                        "last archive ends at page {}, the active header says archiving stopped before page {}",
+                        last.last_pageid(),
+                        h.nxarv_pageid
+                    ),
+                });
+            }
+        }
+
+        let mut set = LogSet { volumes, page_size, db_creation, active, archives, first_pageid: 0 };
+        set.first_pageid = set.compute_first_pageid();
+        Ok(set)
+    }
+
+    /// `LOGAREA_SIZE`: bytes of a page after its header.
+    pub fn area_size(&self) -> usize {
+        self.page_size - PAGE_HEADER_SIZE
+    }
+
+    pub fn volumes(&self) -> &[Volume] {
+        &self.volumes
+    }
+
+    pub fn volume_name(&self, vol: usize) -> &str {
+        &self.volumes[vol].name
+    }
+
+    pub fn header(&self) -> Option<&ActiveHeader> {
+        self.active.as_ref().map(|a| &a.header)
+    }
+
+    /// The first page the active header says is not archived (`nxarv_pageid`), or, without an
+    /// active volume, the page after the last archive.
+    pub fn nxarv_pageid(&self) -> i64 {
+        match (&self.active, self.archives.last()) {
+            (Some(a), _) => a.header.nxarv_pageid,
+            (None, Some(l)) => l.last_pageid() + 1,
+            (None, None) => 0,
+        }
+    }
+
+    /// Name used in messages for a page nobody holds.
+    pub fn set_name(&self) -> String {
+        match &self.active {
+            Some(a) => self.volumes[a.vol].name.clone(),
+            None => self.volumes[self.archives[0].vol].name.clone(),
+        }
+    }
+
+    fn archive_for(&self, pageid: i64) -> Option<&Archive> {
+        let first = self.archives.first()?;
+        if pageid < first.fpageid {
+            return None;
+        }
+        // Archives tile the page space contiguously, but are not all the same size: search.
+        let i = self.archives.partition_point(|a| a.last_pageid() < pageid);
+        self.archives.get(i).filter(|a| a.contains(pageid))
+    }
+
+    fn page_bytes(&self, vol: usize, physical: i64) -> Option<&[u8]> {
+        let start = (physical as usize).checked_mul(self.page_size)?;
+        self.volumes[vol].bytes().get(start..start + self.page_size)
+    }
+
+    /// The ring slot (physical page) of a logical page in the active volume.
+    pub fn ring_slot(&self, pageid: i64) -> Option<i64> {
+        let a = self.active.as_ref()?;
+        let n = a.header.npages as i64;
+        Some(floor_mod(pageid - a.header.fpageid, n) + 1)
+    }
+
+    fn ring_holds(&self, pageid: i64) -> bool {
+        match (&self.active, self.ring_slot(pageid)) {
+            (Some(a), Some(slot)) => {
+                self.page_bytes(a.vol, slot).map(|b| PageHeader::parse(b).logical_pageid == pageid).unwrap_or(false)
+            }
+            _ => false,
+        }
+    }
+
+    /// Fetches a logical page: identity check, TDE flag, checksum.
+    pub fn fetch(&self, pageid: i64) -> Fetch<'_> {
+        if pageid < 0 {
+            return Fetch::Absent(Absent::NoVolume);
+        }
+        let nxarv = self.nxarv_pageid();
+        let (vol, bytes) = if let Some(a) = self.archive_for(pageid) {
+            match self.page_bytes(a.vol, pageid - a.fpageid + 1) {
+                Some(b) => (a.vol, b),
+                None => return Fetch::Absent(Absent::Overwritten { vol: a.vol, found: -1 }),
+            }
+        } else if let Some(act) = &self.active {
+            let slot = self.ring_slot(pageid).unwrap();
+            match self.page_bytes(act.vol, slot) {
+                Some(b) => (act.vol, b),
+                None => return Fetch::Absent(Absent::Overwritten { vol: act.vol, found: -1 }),
+            }
+        } else {
+            return Fetch::Absent(Absent::NoVolume);
+        };
+        let header = PageHeader::parse(bytes);
+        if header.logical_pageid != pageid {
+            if pageid < nxarv && self.archive_for(pageid).is_none() {
+                return Fetch::Absent(Absent::ArchiveMissing);
+            }
+            return Fetch::Absent(Absent::Overwritten { vol, found: header.logical_pageid });
+        }
+        let page = Page { bytes, header, vol, archived: pageid < nxarv };
+        if header.is_encrypted() {
+            return Fetch::Encrypted(page);
+        }
+        let computed = page::compute_checksum(bytes);
+        if computed != header.checksum {
+            return Fetch::BadChecksum { page, computed };
+        }
+        Fetch::Ok(page)
+    }
+
+    /// Fetches a page that must be present and readable; every other outcome is an error
+    /// naming the page and `lsa` (the address being read).
+    pub fn page(&self, pageid: i64, lsa: Lsa) -> Result<Page<'_>> {
+        match self.fetch(pageid) {
+            Fetch::Ok(p) => Ok(p),
+            other => Err(self.fetch_error(other, pageid, lsa)),
+        }
+    }
+
+    /// Turns a failed fetch into the error a caller reports.
+    pub fn fetch_error(&self, f: Fetch<'_>, pageid: i64, lsa: Lsa) -> LogError {
+        match f {
+            Fetch::Ok(_) => LogError::InvalidArgument { msg: "internal: fetch succeeded".into() },
+            Fetch::Encrypted(p) => LogError::Encrypted { file: self.volumes[p.vol].name.clone(), lsa: Some(lsa), pageid },
+            Fetch::BadChecksum { page, computed } => LogError::Checksum {
+                file: self.volumes[page.vol].name.clone(),
+                lsa: Some(lsa),
+                pageid,
+                stored: page.header.checksum,
+                computed,
+            },
+            Fetch::Absent(Absent::ArchiveMissing) => LogError::MissingArchive {
+                file: self.set_name(),
+                lsa: Some(lsa),
+                msg: format!("log page {pageid} was archived, and no archive in the set holds it (the active ring reused its slot)"),
+            },
+            Fetch::Absent(Absent::Overwritten { vol, found }) => LogError::CorruptRecord {
+                file: self.volumes[vol].name.clone(),
+                lsa: Some(lsa),
+                msg: format!("log page {pageid} is not in the set (its slot holds page {found})"),
+            },
+            Fetch::Absent(Absent::NoVolume) => LogError::Truncated {
+                file: self.set_name(),
+                lsa: Some(lsa),
+                msg: format!("log page {pageid} lies beyond the volumes of the set"),
+            },
+        }
+    }
+
+    fn compute_first_pageid(&self) -> i64 {
+        if let Some(a) = self.archives.first() {
+            return a.fpageid;
+        }
+        let Some(act) = &self.active else { return 0 };
+        let h = &act.header;
+        let n = h.npages as i64;
+        let hi = h.nxarv_pageid.max(h.append_lsa.pageid).max(0);
+        let mut lo = (hi - n + 1).max(0);
+        let mut top = h.nxarv_pageid.max(lo);
+        if !self.ring_holds(top) {
+            return top;
+        }
+        // The pages of the window still in the ring are a suffix of it (older slots were reused).
+        while lo < top {
+            let mid = lo + (top - lo) / 2;
+            if self.ring_holds(mid) {
+                top = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        top
+    }
+}
+
+fn volumes_name(v: &[Volume], i: usize) -> String {
+    v[i].name.clone()
+}
+
+fn check_header_page(vol: &Volume, ph: &PageHeader) -> Result<()> {
+    if ph.logical_pageid != HEADER_PAGE_ID || ph.offset != -1 {
+        return Err(LogError::BadHeader {
+            file: vol.name.clone(),
+            msg: format!(
+                "header page has logical page id {} and offset {} (expected -9 and -1)",
+                ph.logical_pageid, ph.offset
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Archives carry no page size: find the one at which physical page 1 holds `fpageid`.
+fn infer_archive_page_size(volumes: &[Volume], archives: &[Archive]) -> Result<usize> {
+    let a = &archives[0];
+    let vol = &volumes[a.vol];
+    for ps in VALID_PAGE_SIZES {
+        if !vol.len().is_multiple_of(ps) || ((vol.len() / ps) as i64) < a.npages + 1 {
+            continue;
+        }
+        let p1 = PageHeader::parse(&vol.bytes()[ps..]);
+        if p1.logical_pageid == a.fpageid {
+            return Ok(ps);
+        }
+    }
+    Err(LogError::BadHeader {
+        file: vol.name.clone(),
+        msg: format!(
+            "cannot infer the log page size: no page size in 4K/8K/16K puts page {} at physical page 1",
+            a.fpageid
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_names() {
+        assert_eq!(name_role("p4k_lgat"), NameRole::Active);
+        assert_eq!(name_role("p4k_lgar000"), NameRole::Archive(0));
+        assert_eq!(name_role("db_lgar1234"), NameRole::Archive(1234));
+        assert_eq!(name_role("db_lgar_t"), NameRole::Other);
+        assert_eq!(name_role("db_lgar.removed"), NameRole::Other);
+        assert_eq!(name_role("db_lgar01"), NameRole::Other);
+        assert_eq!(name_role("db_lginf"), NameRole::Other);
+    }
+
+    #[test]
+    fn ring_mapping_is_modular() {
+        assert_eq!(floor_mod(-3, 10), 7);
+        assert_eq!(floor_mod(13, 10), 3);
+    }
+}

@@ -1,0 +1,164 @@
+//! Payload bytes: borrowed from the mapping when they lie in one page, gathered across pages
+//! otherwise; LZ4 unzip (`[u32 original length][raw LZ4 block]`) and DIFF redo reconstruction.
+
+use crate::error::{LogError, Result};
+use crate::logset::LogSet;
+use crate::page::PAGE_HEADER_SIZE;
+use crate::record::{Payload, Record};
+use crate::rectype::is_diff;
+
+/// LZ4 cannot expand data by more than this factor; a larger "original length" is a lie.
+const LZ4_MAX_RATIO: u64 = 255;
+
+impl LogSet {
+    /// The stored bytes of a payload. Borrowed from the mapping when they lie in one page;
+    /// gathered into `scratch` (reused by the caller) when they span pages.
+    pub fn stored_bytes<'s>(&'s self, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
+        let area = self.area_size();
+        let len = p.stored_len as usize;
+        if len == 0 {
+            return Ok(&[]);
+        }
+        let off = p.start.offset as usize;
+        if off + len <= area {
+            let page = self.page(p.start.pageid, p.start)?;
+            let s = PAGE_HEADER_SIZE + off;
+            return Ok(&page.bytes[s..s + len]);
+        }
+        scratch.clear();
+        scratch.reserve(len);
+        let (mut pageid, mut off, mut left) = (p.start.pageid, off, len);
+        while left > 0 {
+            if off == area {
+                pageid += 1;
+                off = 0;
+            }
+            let page = self.page(pageid, p.start)?;
+            let k = left.min(area - off);
+            scratch.extend_from_slice(&page.bytes[PAGE_HEADER_SIZE + off..PAGE_HEADER_SIZE + off + k]);
+            off += k;
+            left -= k;
+        }
+        Ok(&scratch[..])
+    }
+
+    /// The original (uncompressed) length of a payload: its zip prefix, or its stored length.
+    pub fn original_len(&self, p: &Payload) -> Result<u32> {
+        if !p.zipped {
+            return Ok(p.stored_len);
+        }
+        if p.stored_len < 4 {
+            return Err(LogError::corrupt(
+                &self.set_name(),
+                p.start,
+                format!("zipped payload of {} bytes has no length prefix", p.stored_len),
+            ));
+        }
+        let mut scratch = Vec::new();
+        let head = Payload { start: p.start, stored_len: 4, zipped: false };
+        let b = self.stored_bytes(&head, &mut scratch)?;
+        Ok(u32::from_le_bytes(b[..4].try_into().unwrap()))
+    }
+
+    /// The payload as the engine meant it: unzipped if zipped. Written into `out`.
+    pub fn payload_into(&self, p: &Payload, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<()> {
+        let bytes = self.stored_bytes(p, scratch)?;
+        out.clear();
+        if p.zipped {
+            unzip_into(bytes, out).map_err(|m| LogError::corrupt(&self.set_name(), p.start, m))
+        } else {
+            out.extend_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    /// The undo and redo images of a record: unzipped, and for DIFF records the redo rebuilt by
+    /// XOR with the undo image.
+    pub fn images(&self, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
+        let mut scratch = Vec::new();
+        self.payload_into(&rec.undo, &mut scratch, undo)?;
+        self.payload_into(&rec.redo, &mut scratch, redo)?;
+        if is_diff(rec.rectype) && rec.redo.zipped {
+            undo_diff(undo, redo);
+        }
+        Ok(())
+    }
+}
+
+/// Decompresses a LOG_ZIP payload: `[i32 original length, LE][raw LZ4 block]`.
+pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    if stored.len() < 4 {
+        return Err(format!("zipped payload of {} bytes has no length prefix", stored.len()));
+    }
+    let orig = u32::from_le_bytes(stored[..4].try_into().unwrap()) as u64;
+    let block = &stored[4..];
+    if orig == 0 || orig > (block.len() as u64 + 1) * LZ4_MAX_RATIO {
+        return Err(format!("zipped payload claims {orig} bytes from a {}-byte LZ4 block", block.len()));
+    }
+    let start = out.len();
+    out.resize(start + orig as usize, 0);
+    match lz4_flex::block::decompress_into(block, &mut out[start..]) {
+        Ok(n) if n as u64 == orig => Ok(()),
+        Ok(n) => {
+            out.truncate(start);
+            Err(format!("LZ4 block decoded to {n} bytes, its prefix says {orig}"))
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(format!("LZ4 block does not decode: {e}"))
+        }
+    }
+}
+
+/// DIFF reconstruction: `redo[i] ^= undo[i]` over the common length.
+pub fn undo_diff(undo: &[u8], redo: &mut [u8]) {
+    for (r, u) in redo.iter_mut().zip(undo) {
+        *r ^= *u;
+    }
+}
+
+/// Compresses like the engine's `log_zip`: prefix + LZ4 block. `None` when it would not be
+/// smaller than the input (the engine then stores the raw bytes).
+pub fn zip(data: &[u8]) -> Option<Vec<u8>> {
+    let block = lz4_flex::block::compress(data);
+    if 4 + block.len() >= data.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(4 + block.len());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&block);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zip_round_trip() {
+        let data: Vec<u8> = b"lz4-tag-".iter().cycle().take(1000).copied().collect();
+        let z = zip(&data).expect("compressible");
+        let mut out = Vec::new();
+        unzip_into(&z, &mut out).unwrap();
+        assert_eq!(out, data);
+    }
+
+    #[test]
+    fn lying_prefix_is_refused_without_allocating_it() {
+        let mut bad = vec![0xFF, 0xFF, 0xFF, 0x7F];
+        bad.extend_from_slice(&[0x10, b'a']);
+        let mut out = Vec::new();
+        assert!(unzip_into(&bad, &mut out).is_err());
+        assert!(out.capacity() < 1 << 20);
+    }
+
+    #[test]
+    fn diff_is_an_involution() {
+        let undo = b"abcdefgh".to_vec();
+        let mut redo = b"abcdXYghIJ".to_vec();
+        let orig = redo.clone();
+        undo_diff(&undo, &mut redo);
+        undo_diff(&undo, &mut redo);
+        assert_eq!(redo, orig);
+    }
+}

@@ -1,0 +1,227 @@
+//! `records()`: one Arrow row per log record, built directly into Arrow buffers.
+
+use std::sync::Arc;
+
+use arrow_array::builder::ArrayBuilder;
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Int16Builder, Int32Builder, Int8Builder, TimestampSecondBuilder, UInt32Builder,
+    UInt64Builder,
+};
+use arrow_array::types::{Int16Type, Int8Type};
+use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use crate::error::Result;
+use crate::logset::LogSet;
+use crate::rcvindex::RCVINDEX_NAMES;
+use crate::record::Record;
+use crate::rectype::{NUM_TYPES, TYPE_NAMES};
+use crate::walker::Walker;
+
+fn dict(key: DataType) -> DataType {
+    DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
+}
+
+/// The schema of `records()`. LSAs are order-preserving u64 (`pageid << 16 | offset`), NULL LSAs
+/// are nulls.
+pub fn records_schema(with_payloads: bool) -> SchemaRef {
+    let mut fields = vec![
+        Field::new("lsa", DataType::UInt64, false),
+        Field::new("forw_lsa", DataType::UInt64, true),
+        Field::new("back_lsa", DataType::UInt64, true),
+        Field::new("prev_tranlsa", DataType::UInt64, true),
+        Field::new("trid", DataType::Int32, false),
+        Field::new("type", dict(DataType::Int8), false),
+        Field::new("rcvindex", DataType::Int32, true),
+        Field::new("rcvindex_name", dict(DataType::Int16), true),
+        Field::new("data_volid", DataType::Int16, true),
+        Field::new("data_pageid", DataType::Int32, true),
+        Field::new("data_offset", DataType::Int16, true),
+        Field::new("undo_length", DataType::UInt32, false),
+        Field::new("redo_length", DataType::UInt32, false),
+        Field::new("undo_stored_length", DataType::UInt32, false),
+        Field::new("redo_stored_length", DataType::UInt32, false),
+        Field::new("undo_zipped", DataType::Boolean, false),
+        Field::new("redo_zipped", DataType::Boolean, false),
+        Field::new("supplement_type", DataType::Int8, true),
+        Field::new("at_time", DataType::Timestamp(TimeUnit::Second, Some("UTC".into())), true),
+        Field::new("size", DataType::UInt32, false),
+        Field::new("file", dict(DataType::Int16), false),
+    ];
+    if with_payloads {
+        fields.push(Field::new("undo", DataType::Binary, false));
+        fields.push(Field::new("redo", DataType::Binary, false));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// Fills the columns of `records()` one record at a time.
+pub struct RecordsBuilder {
+    schema: SchemaRef,
+    type_values: ArrayRef,
+    rcv_values: ArrayRef,
+    file_values: ArrayRef,
+    lsa: UInt64Builder,
+    forw: UInt64Builder,
+    back: UInt64Builder,
+    prev: UInt64Builder,
+    trid: Int32Builder,
+    rectype: Int8Builder,
+    rcv: Int32Builder,
+    rcv_name: Int16Builder,
+    volid: Int16Builder,
+    pageid: Int32Builder,
+    offset: Int16Builder,
+    undo_len: UInt32Builder,
+    redo_len: UInt32Builder,
+    undo_stored: UInt32Builder,
+    redo_stored: UInt32Builder,
+    undo_zip: BooleanBuilder,
+    redo_zip: BooleanBuilder,
+    supp: Int8Builder,
+    at_time: TimestampSecondBuilder,
+    size: UInt32Builder,
+    file: Int16Builder,
+    payloads: Option<(BinaryBuilder, BinaryBuilder, Vec<u8>, Vec<u8>)>,
+}
+
+impl RecordsBuilder {
+    pub fn new(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
+        let type_values: ArrayRef =
+            Arc::new(StringArray::from_iter_values((0..NUM_TYPES).map(|t| TYPE_NAMES[t].unwrap_or(""))));
+        let rcv_values: ArrayRef = Arc::new(StringArray::from_iter_values(RCVINDEX_NAMES.iter()));
+        let file_values: ArrayRef =
+            Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str())));
+        RecordsBuilder {
+            schema: records_schema(with_payloads),
+            type_values,
+            rcv_values,
+            file_values,
+            lsa: UInt64Builder::new(),
+            forw: UInt64Builder::new(),
+            back: UInt64Builder::new(),
+            prev: UInt64Builder::new(),
+            trid: Int32Builder::new(),
+            rectype: Int8Builder::new(),
+            rcv: Int32Builder::new(),
+            rcv_name: Int16Builder::new(),
+            volid: Int16Builder::new(),
+            pageid: Int32Builder::new(),
+            offset: Int16Builder::new(),
+            undo_len: UInt32Builder::new(),
+            redo_len: UInt32Builder::new(),
+            undo_stored: UInt32Builder::new(),
+            redo_stored: UInt32Builder::new(),
+            undo_zip: BooleanBuilder::new(),
+            redo_zip: BooleanBuilder::new(),
+            supp: Int8Builder::new(),
+            at_time: TimestampSecondBuilder::new().with_timezone("UTC"),
+            size: UInt32Builder::new(),
+            file: Int16Builder::new(),
+            payloads: with_payloads.then(|| (BinaryBuilder::new(), BinaryBuilder::new(), Vec::new(), Vec::new())),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.lsa.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn append(&mut self, log: &LogSet, r: &Record) -> Result<()> {
+        self.lsa.append_value(r.lsa.to_key());
+        self.forw.append_option(r.forw_lsa.key_or_none());
+        self.back.append_option(r.back_lsa.key_or_none());
+        self.prev.append_option(r.prev_tranlsa.key_or_none());
+        self.trid.append_value(r.trid);
+        self.rectype.append_value(r.rectype as i8);
+        let rcv = r.rcvindex();
+        self.rcv.append_option(rcv);
+        self.rcv_name.append_option(rcv.filter(|&i| i >= 0 && (i as usize) < RCVINDEX_NAMES.len()).map(|i| i as i16));
+        match r.data_page() {
+            Some((v, p, o)) => {
+                self.volid.append_value(v);
+                self.pageid.append_value(p);
+                self.offset.append_value(o);
+            }
+            None => {
+                self.volid.append_null();
+                self.pageid.append_null();
+                self.offset.append_null();
+            }
+        }
+        self.undo_len.append_value(log.original_len(&r.undo)?);
+        self.redo_len.append_value(log.original_len(&r.redo)?);
+        self.undo_stored.append_value(r.undo.stored_len);
+        self.redo_stored.append_value(r.redo.stored_len);
+        self.undo_zip.append_value(r.undo.zipped);
+        self.redo_zip.append_value(r.redo.zipped);
+        self.supp.append_option(r.supplement_type().map(|t| t as i8));
+        self.at_time.append_option(r.at_time());
+        self.size.append_value(r.size_in_log(log.page_size).min(u32::MAX as u64) as u32);
+        self.file.append_value(r.vol as i16);
+        if let Some((ub, rb, undo, redo)) = &mut self.payloads {
+            log.images(r, undo, redo)?;
+            ub.append_value(&undo[..]);
+            rb.append_value(&redo[..]);
+        }
+        Ok(())
+    }
+
+    fn dict8(keys: &mut Int8Builder, values: &ArrayRef) -> ArrayRef {
+        Arc::new(DictionaryArray::<Int8Type>::try_new(keys.finish(), values.clone()).expect("keys in range"))
+    }
+
+    fn dict16(keys: &mut Int16Builder, values: &ArrayRef) -> ArrayRef {
+        Arc::new(DictionaryArray::<Int16Type>::try_new(keys.finish(), values.clone()).expect("keys in range"))
+    }
+
+    /// Takes the rows appended so far as one batch.
+    pub fn finish(&mut self) -> RecordBatch {
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(self.lsa.finish()),
+            Arc::new(self.forw.finish()),
+            Arc::new(self.back.finish()),
+            Arc::new(self.prev.finish()),
+            Arc::new(self.trid.finish()),
+            Self::dict8(&mut self.rectype, &self.type_values),
+            Arc::new(self.rcv.finish()),
+            Self::dict16(&mut self.rcv_name, &self.rcv_values),
+            Arc::new(self.volid.finish()),
+            Arc::new(self.pageid.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.undo_len.finish()),
+            Arc::new(self.redo_len.finish()),
+            Arc::new(self.undo_stored.finish()),
+            Arc::new(self.redo_stored.finish()),
+            Arc::new(self.undo_zip.finish()),
+            Arc::new(self.redo_zip.finish()),
+            Arc::new(self.supp.finish()),
+            Arc::new(self.at_time.finish()),
+            Arc::new(self.size.finish()),
+            Self::dict16(&mut self.file, &self.file_values),
+        ];
+        if let Some((ub, rb, _, _)) = &mut self.payloads {
+            cols.push(Arc::new(ub.finish()));
+            cols.push(Arc::new(rb.finish()));
+        }
+        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+}
+
+/// Walks up to `max_rows` records into one batch; `None` once the walk is over.
+pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: usize) -> Result<Option<RecordBatch>> {
+    let log = walker.log().clone();
+    while builder.len() < max_rows {
+        match walker.next_record()? {
+            Some(r) => builder.append(&log, &r)?,
+            None => break,
+        }
+    }
+    if builder.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(builder.finish()))
+}

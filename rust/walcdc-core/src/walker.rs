@@ -1,0 +1,316 @@
+//! The forward walk: record after record from any LSA, across pages and volumes, to the true
+//! end of the log (which, after a crash, lies past what the header says).
+
+use std::sync::Arc;
+
+use crate::error::{LogError, Result};
+use crate::logset::{Absent, Fetch, LogSet};
+use crate::lsa::Lsa;
+use crate::record::{PageProblem, ParseProblem, Record};
+
+/// What to do when the walk must cross a TDE-encrypted page (no keys are available).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnEncrypted {
+    /// Fail with `LogError::Encrypted`.
+    #[default]
+    Raise,
+    /// Skip to the first record that starts on the next clear page, and report the gap.
+    Skip,
+}
+
+impl std::str::FromStr for OnEncrypted {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<OnEncrypted> {
+        match s {
+            "raise" => Ok(OnEncrypted::Raise),
+            "skip" => Ok(OnEncrypted::Skip),
+            _ => {
+                Err(LogError::InvalidArgument { msg: format!("on_encrypted must be \"raise\" or \"skip\", not {s:?}") })
+            }
+        }
+    }
+}
+
+/// A run of encrypted pages the walk skipped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedRange {
+    /// The first record that could not be read (its header or payload is encrypted).
+    pub from_lsa: Lsa,
+    pub first_pageid: i64,
+    pub last_pageid: i64,
+    /// Where the walk resumed, or `None` if the encrypted run reaches the end of the log.
+    pub resume_lsa: Option<Lsa>,
+}
+
+/// Why a walk stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// A `LOG_END_OF_LOG` marker on an active page.
+    EndMarker,
+    /// The next record's page was never written in this cycle of the ring (crash end).
+    Unwritten,
+    /// A record the writer never completed (torn write after a crash).
+    Torn,
+    /// The last archive given, with no active volume after it.
+    EndOfVolumes,
+    /// The rest of the log is encrypted; the end comes from the (clean-shutdown) header.
+    EncryptedTail,
+    /// The caller's `end` LSA.
+    Requested,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::EndMarker => "end_of_log",
+            EndReason::Unwritten => "unwritten_page",
+            EndReason::Torn => "torn_record",
+            EndReason::EndOfVolumes => "end_of_volumes",
+            EndReason::EncryptedTail => "encrypted_tail",
+            EndReason::Requested => "requested_end",
+        }
+    }
+}
+
+/// Walks records forward. Allocates nothing per record.
+pub struct Walker {
+    log: Arc<LogSet>,
+    next: Option<Lsa>,
+    end: Option<Lsa>,
+    on_encrypted: OnEncrypted,
+    /// Below this LSA the log must be complete: anything unreadable there is an error, never
+    /// the end of the log. (The header's append LSA: exact after a clean shutdown, a lower
+    /// bound after a crash.)
+    must_exist_until: Lsa,
+    pub skipped: Vec<SkippedRange>,
+    /// Where the walk stopped (the end of the log, or the requested end).
+    pub end_lsa: Option<Lsa>,
+    pub end_reason: Option<EndReason>,
+    /// The last record returned.
+    pub last_lsa: Option<Lsa>,
+}
+
+impl Walker {
+    /// A walk from `start` (default: the first record of the set) to `end` (exclusive;
+    /// default: the end of the log).
+    pub fn new(log: Arc<LogSet>, start: Option<Lsa>, end: Option<Lsa>, on_encrypted: OnEncrypted) -> Result<Walker> {
+        let must_exist_until = match log.header() {
+            Some(h) => h.append_lsa,
+            None => Lsa::new(log.nxarv_pageid(), 0),
+        };
+        let start = match start {
+            Some(s) => {
+                if s.is_null() || s.pageid < 0 {
+                    return Err(LogError::InvalidArgument { msg: format!("start LSA {s} is not a log address") });
+                }
+                s
+            }
+            None => Lsa::new(log.first_pageid, -1),
+        };
+        Ok(Walker {
+            log,
+            next: Some(start),
+            end,
+            on_encrypted,
+            must_exist_until,
+            skipped: Vec::new(),
+            end_lsa: None,
+            end_reason: None,
+            last_lsa: None,
+        })
+    }
+
+    pub fn log(&self) -> &Arc<LogSet> {
+        &self.log
+    }
+
+    /// The LSA the next call will read (None once the walk is over).
+    pub fn position(&self) -> Option<Lsa> {
+        self.next
+    }
+
+    fn finish(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<Record>> {
+        self.next = None;
+        self.end_lsa = at;
+        self.end_reason = Some(reason);
+        Ok(None)
+    }
+
+    /// The first record that starts on page `pageid` or later: `(page, hdr.offset)` of the first
+    /// page whose header names one. `None` at the end of what the set holds.
+    fn first_record_from(&self, mut pageid: i64) -> Result<Option<Lsa>> {
+        loop {
+            match self.log.fetch(pageid) {
+                Fetch::Ok(p) => {
+                    if p.header.offset >= 0 {
+                        return Ok(Some(Lsa::new(pageid, p.header.offset)));
+                    }
+                }
+                Fetch::Encrypted(p) => {
+                    if self.on_encrypted == OnEncrypted::Raise {
+                        return Err(LogError::Encrypted {
+                            file: self.log.volume_name(p.vol).to_string(),
+                            lsa: Some(Lsa::new(pageid, -1)),
+                            pageid,
+                        });
+                    }
+                }
+                other => {
+                    let beyond = Lsa::new(pageid, 0) >= self.must_exist_until;
+                    if beyond {
+                        return Ok(None);
+                    }
+                    return Err(self.log.fetch_error(other, pageid, Lsa::new(pageid, 0)));
+                }
+            }
+            pageid += 1;
+        }
+    }
+
+    /// Skips encrypted pages from `first_enc`; returns where to resume.
+    fn skip_encrypted(&mut self, from_lsa: Lsa, first_enc: i64) -> Result<Option<Lsa>> {
+        let mut q = first_enc + 1;
+        let resume = loop {
+            match self.log.fetch(q) {
+                Fetch::Ok(p) if p.header.offset >= 0 => break Some(Lsa::new(q, p.header.offset)),
+                Fetch::Ok(_) | Fetch::Encrypted(_) => q += 1,
+                Fetch::BadChecksum { .. } => return Err(self.log.fetch_error(self.log.fetch(q), q, Lsa::new(q, 0))),
+                Fetch::Absent(_) => break None,
+            }
+        };
+        self.skipped.push(SkippedRange { from_lsa, first_pageid: first_enc, last_pageid: q - 1, resume_lsa: resume });
+        Ok(resume)
+    }
+
+    /// The next record, `Ok(None)` at the end.
+    pub fn next_record(&mut self) -> Result<Option<Record>> {
+        loop {
+            let Some(lsa) = self.next else { return Ok(None) };
+            if let Some(end) = self.end {
+                if lsa >= end && lsa.offset >= 0 {
+                    return self.finish(Some(lsa), EndReason::Requested);
+                }
+            }
+            if lsa.offset < 0 {
+                match self.first_record_from(lsa.pageid)? {
+                    Some(l) => {
+                        self.next = Some(l);
+                        continue;
+                    }
+                    None => {
+                        let reason =
+                            if self.log.active.is_none() { EndReason::EndOfVolumes } else { EndReason::Unwritten };
+                        return self.finish(Some(Lsa::new(lsa.pageid, 0)), reason);
+                    }
+                }
+            }
+            let beyond = lsa >= self.must_exist_until;
+            match self.log.parse_record(lsa) {
+                Ok(rec) => {
+                    self.last_lsa = Some(lsa);
+                    self.next = Some(rec.forw_lsa);
+                    return Ok(Some(rec));
+                }
+                Err(ParseProblem::EndMarker) => return self.finish(Some(lsa), EndReason::EndMarker),
+                Err(ParseProblem::ArchivedMarker) => {
+                    self.next = Some(Lsa::new(lsa.pageid + 1, -1));
+                }
+                Err(ParseProblem::Page { pageid, problem: PageProblem::Encrypted { vol }, .. }) => {
+                    if self.on_encrypted == OnEncrypted::Raise {
+                        return Err(LogError::Encrypted {
+                            file: self.log.volume_name(vol).to_string(),
+                            lsa: Some(lsa),
+                            pageid,
+                        });
+                    }
+                    match self.skip_encrypted(lsa, pageid)? {
+                        Some(r) => self.next = Some(r),
+                        None => {
+                            // The end marker itself is encrypted: only a clean shutdown's header knows the end.
+                            let end = self.log.header().filter(|h| h.is_shutdown).map(|h| h.append_lsa);
+                            return self.finish(end, EndReason::EncryptedTail);
+                        }
+                    }
+                }
+                Err(ParseProblem::Page {
+                    problem: PageProblem::Absent(Absent::NoVolume), header_page: true, ..
+                }) if self.log.active.is_none() => {
+                    return self.finish(Some(lsa), EndReason::EndOfVolumes);
+                }
+                Err(ParseProblem::Page {
+                    problem: PageProblem::Absent(Absent::Overwritten { .. }),
+                    header_page: true,
+                    ..
+                }) if beyond => {
+                    return self.finish(Some(lsa), EndReason::Unwritten);
+                }
+                Err(ParseProblem::Page { problem: PageProblem::BadChecksum { .. }, .. })
+                | Err(ParseProblem::NullForward)
+                | Err(ParseProblem::Invalid(_))
+                    if beyond && self.torn_tail_possible() =>
+                {
+                    return self.finish(Some(lsa), EndReason::Torn);
+                }
+                Err(ParseProblem::Page {
+                    problem: PageProblem::Absent(Absent::Overwritten { .. }),
+                    header_page: false,
+                    ..
+                }) if beyond => {
+                    return self.finish(Some(lsa), EndReason::Torn);
+                }
+                Err(p) => return Err(self.log.problem_error(p, lsa)),
+            }
+        }
+    }
+
+    /// A crash can leave a torn tail only in a log that was not shut down cleanly.
+    fn torn_tail_possible(&self) -> bool {
+        self.log.header().map(|h| !h.is_shutdown).unwrap_or(false)
+    }
+}
+
+impl Iterator for Walker {
+    type Item = Result<Record>;
+    fn next(&mut self) -> Option<Result<Record>> {
+        match self.next_record() {
+            Ok(Some(r)) => Some(Ok(r)),
+            Ok(None) => None,
+            Err(e) => {
+                self.next = None;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Where the log ends, found by walking (the header's append LSA is stale after a crash).
+#[derive(Clone, Debug)]
+pub struct EndOfLog {
+    /// The LSA after the last record: where the next record would go. `None` when encrypted
+    /// pages hide the end and the header cannot vouch for it.
+    pub end_lsa: Option<Lsa>,
+    pub reason: EndReason,
+    /// The last record of the log, when it is readable.
+    pub last_lsa: Option<Lsa>,
+    pub skipped: Vec<SkippedRange>,
+}
+
+/// Walks from the last checkpoint (or the first record) to the true end of the log.
+pub fn find_end(log: &Arc<LogSet>) -> Result<EndOfLog> {
+    let start = log.header().map(|h| h.chkpt_lsa).filter(|l| !l.is_null() && l.pageid >= log.first_pageid);
+    let mut w = Walker::new(log.clone(), start, None, OnEncrypted::Skip)?;
+    while w.next_record()?.is_some() {}
+    let reason = w.end_reason.unwrap_or(EndReason::EndMarker);
+    let mut last_lsa = w.last_lsa;
+    if last_lsa.is_none() && reason == EndReason::EndMarker {
+        // The walk started on the marker itself: its back_lsa names the last record.
+        if let Some(end) = w.end_lsa {
+            if let Fetch::Ok(p) = log.fetch(end.pageid) {
+                let at = crate::page::PAGE_HEADER_SIZE + end.offset as usize + 8;
+                let back = Lsa::from_le_bytes(p.bytes[at..at + 8].try_into().unwrap());
+                last_lsa = (!back.is_null()).then_some(back);
+            }
+        }
+    }
+    Ok(EndOfLog { end_lsa: w.end_lsa, reason, last_lsa, skipped: w.skipped })
+}

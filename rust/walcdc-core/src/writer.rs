@@ -1,0 +1,1 @@
+//! The log writer: produces CUBRID-format log sets for tests and benchmarks.

@@ -1,0 +1,287 @@
+//! Thin PyO3 bindings over walcdc-core: log sets, record batches handed to Python through the
+//! Arrow C data interface (PyCapsules, no copy), and typed errors.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch, StructArray};
+use arrow_data::ffi::FFI_ArrowArray;
+use arrow_schema::ffi::FFI_ArrowSchema;
+use arrow_schema::{DataType, SchemaRef};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
+
+use walcdc_core::records_arrow::{next_batch, records_schema, RecordsBuilder};
+use walcdc_core::walker::{find_end, SkippedRange};
+use walcdc_core::{LogError, LogSet, Lsa, OnEncrypted, Walker};
+
+/// Raises the matching `walcdc.errors` exception, with `file` and `lsa` attributes.
+fn to_py(py: Python<'_>, e: LogError) -> PyErr {
+    let build = || -> PyResult<PyErr> {
+        let module = py.import("walcdc.errors")?;
+        let class = module.getattr(e.kind())?;
+        let lsa = e.lsa().map(|l| l.to_key());
+        let inst = class.call1((e.to_string(), e.file().map(str::to_string), lsa))?;
+        Ok(PyErr::from_value(inst))
+    };
+    build().unwrap_or_else(|err| err)
+}
+
+fn key_to_lsa(v: Option<u64>) -> Option<Lsa> {
+    v.map(Lsa::from_key)
+}
+
+fn schema_capsule<'py>(py: Python<'py>, schema: &SchemaRef) -> PyResult<Bound<'py, PyCapsule>> {
+    let dt = DataType::Struct(schema.fields().clone());
+    let ffi = FFI_ArrowSchema::try_from(&dt).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    PyCapsule::new_with_value(py, ffi, c"arrow_schema")
+}
+
+/// One record batch, exported on request through `__arrow_c_array__`.
+#[pyclass(module = "walcdc._native")]
+struct Batch {
+    batch: Option<RecordBatch>,
+}
+
+#[pymethods]
+impl Batch {
+    #[pyo3(signature = (requested_schema=None))]
+    fn __arrow_c_array__<'py>(
+        &mut self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let _ = requested_schema;
+        let batch = self.batch.take().ok_or_else(|| PyRuntimeError::new_err("batch already exported"))?;
+        let schema = batch.schema();
+        let data = StructArray::from(batch).into_data();
+        let array = FFI_ArrowArray::new(&data);
+        let s = schema_capsule(py, &schema)?;
+        let a = PyCapsule::new_with_value(py, array, c"arrow_array")?;
+        PyTuple::new(py, [s.into_any(), a.into_any()])
+    }
+
+    fn num_rows(&self) -> usize {
+        self.batch.as_ref().map(|b| b.num_rows()).unwrap_or(0)
+    }
+}
+
+/// An Arrow schema, exported through `__arrow_c_schema__`.
+#[pyclass(module = "walcdc._native", frozen)]
+struct Schema {
+    schema: SchemaRef,
+}
+
+#[pymethods]
+impl Schema {
+    fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
+        schema_capsule(py, &self.schema)
+    }
+}
+
+fn skipped_list<'py>(py: Python<'py>, s: &[SkippedRange]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for r in s {
+        let d = PyDict::new(py);
+        d.set_item("from_lsa", r.from_lsa.to_key())?;
+        d.set_item("first_pageid", r.first_pageid)?;
+        d.set_item("last_pageid", r.last_pageid)?;
+        d.set_item("resume_lsa", r.resume_lsa.map(|l| l.to_key()))?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Iterates over record batches of a forward walk.
+#[pyclass(module = "walcdc._native")]
+struct RecordBatches {
+    walker: Walker,
+    builder: RecordsBuilder,
+    batch_size: usize,
+    schema: SchemaRef,
+}
+
+#[pymethods]
+impl RecordBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let (walker, builder, n) = (&mut self.walker, &mut self.builder, self.batch_size);
+        let res = py.detach(|| next_batch(walker, builder, n));
+        match res {
+            Ok(Some(b)) => Ok(Some(Batch { batch: Some(b) })),
+            Ok(None) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    fn schema(&self) -> Schema {
+        Schema { schema: self.schema.clone() }
+    }
+
+    /// The LSA the walk will read next (None once it is over).
+    fn position(&self) -> Option<u64> {
+        self.walker.position().map(|l| l.to_key())
+    }
+
+    /// Encrypted page runs skipped so far.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        skipped_list(py, &self.walker.skipped)
+    }
+
+    fn end_lsa(&self) -> Option<u64> {
+        self.walker.end_lsa.map(|l| l.to_key())
+    }
+
+    fn end_reason(&self) -> Option<&'static str> {
+        self.walker.end_reason.map(|r| r.as_str())
+    }
+}
+
+/// An opened set of log volumes.
+#[pyclass(name = "LogSet", module = "walcdc._native", frozen)]
+struct PyLogSet {
+    inner: Arc<LogSet>,
+}
+
+fn lsa_opt(l: Lsa) -> Option<u64> {
+    l.key_or_none()
+}
+
+#[pymethods]
+impl PyLogSet {
+    #[new]
+    fn new(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Self> {
+        let log = py.detach(|| LogSet::open(&paths)).map_err(|e| to_py(py, e))?;
+        Ok(PyLogSet { inner: Arc::new(log) })
+    }
+
+    /// Headers and volumes (no walk).
+    fn header_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let log = &self.inner;
+        let d = PyDict::new(py);
+        d.set_item("page_size", log.page_size)?;
+        d.set_item("db_creation", log.db_creation)?;
+        d.set_item("first_pageid", log.first_pageid)?;
+        let vols = PyList::empty(py);
+        if let Some(a) = &log.active {
+            let h = &a.header;
+            d.set_item("release", &h.db_release)?;
+            d.set_item("compatibility", h.db_compatibility)?;
+            d.set_item("prefix", &h.prefix_name)?;
+            d.set_item("is_shutdown", h.is_shutdown)?;
+            d.set_item("next_trid", h.next_trid)?;
+            d.set_item("active_pages", h.npages)?;
+            d.set_item("header_append_lsa", lsa_opt(h.append_lsa))?;
+            d.set_item("header_eof_lsa", lsa_opt(h.eof_lsa))?;
+            d.set_item("chkpt_lsa", lsa_opt(h.chkpt_lsa))?;
+            d.set_item("nxarv_pageid", h.nxarv_pageid)?;
+            d.set_item("nxarv_num", h.nxarv_num)?;
+            d.set_item("last_deleted_arv_num", h.last_deleted_arv_num)?;
+            let v = PyDict::new(py);
+            v.set_item("file", log.volume_name(a.vol))?;
+            v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
+            v.set_item("kind", "active")?;
+            v.set_item("pages", h.npages)?;
+            vols.append(v)?;
+        }
+        let arcs = PyList::empty(py);
+        for a in &log.archives {
+            let v = PyDict::new(py);
+            v.set_item("file", log.volume_name(a.vol))?;
+            v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
+            v.set_item("kind", "archive")?;
+            v.set_item("number", a.num)?;
+            v.set_item("first_pageid", a.fpageid)?;
+            v.set_item("last_pageid", a.last_pageid())?;
+            v.set_item("pages", a.npages)?;
+            arcs.append(v.clone())?;
+            vols.append(v)?;
+        }
+        d.set_item("archives", arcs)?;
+        d.set_item("volumes", vols)?;
+        Ok(d)
+    }
+
+    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536))]
+    fn records(
+        &self,
+        py: Python<'_>,
+        start: Option<u64>,
+        end: Option<u64>,
+        on_encrypted: &str,
+        payloads: bool,
+        batch_size: usize,
+    ) -> PyResult<RecordBatches> {
+        let policy: OnEncrypted = on_encrypted.parse().map_err(|e| to_py(py, e))?;
+        let walker =
+            Walker::new(self.inner.clone(), key_to_lsa(start), key_to_lsa(end), policy).map_err(|e| to_py(py, e))?;
+        Ok(RecordBatches {
+            walker,
+            builder: RecordsBuilder::new(&self.inner, payloads),
+            batch_size: batch_size.max(1),
+            schema: records_schema(payloads),
+        })
+    }
+
+    /// Random access: the record at an LSA, with its undo/redo images.
+    fn record<'py>(&self, py: Python<'py>, lsa: u64) -> PyResult<Bound<'py, PyDict>> {
+        let log = &self.inner;
+        let at = Lsa::from_key(lsa);
+        let (rec, undo, redo) = py
+            .detach(|| -> walcdc_core::Result<_> {
+                let rec = log.record_at(at)?;
+                let (mut u, mut r) = (Vec::new(), Vec::new());
+                log.images(&rec, &mut u, &mut r)?;
+                Ok((rec, u, r))
+            })
+            .map_err(|e| to_py(py, e))?;
+        let d = PyDict::new(py);
+        d.set_item("lsa", rec.lsa.to_key())?;
+        d.set_item("forw_lsa", lsa_opt(rec.forw_lsa))?;
+        d.set_item("back_lsa", lsa_opt(rec.back_lsa))?;
+        d.set_item("prev_tranlsa", lsa_opt(rec.prev_tranlsa))?;
+        d.set_item("trid", rec.trid)?;
+        d.set_item("type", rec.type_name())?;
+        d.set_item("rcvindex", rec.rcvindex())?;
+        d.set_item("rcvindex_name", rec.rcvindex().and_then(walcdc_core::rcvindex::rcvindex_name))?;
+        d.set_item("undo_zipped", rec.undo.zipped)?;
+        d.set_item("redo_zipped", rec.redo.zipped)?;
+        d.set_item("supplement_type", rec.supplement_type())?;
+        d.set_item("at_time", rec.at_time())?;
+        d.set_item("file", log.volume_name(rec.vol as usize))?;
+        d.set_item("data_header", PyBytes::new(py, rec.data_header()))?;
+        d.set_item("undo", PyBytes::new(py, &undo))?;
+        d.set_item("redo", PyBytes::new(py, &redo))?;
+        Ok(d)
+    }
+
+    /// Walks to the true end of the log (from the last checkpoint when the header has one).
+    fn end_of_log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let log = self.inner.clone();
+        let end = py.detach(|| find_end(&log)).map_err(|e| to_py(py, e))?;
+        let d = PyDict::new(py);
+        d.set_item("end_lsa", end.end_lsa.map(|l| l.to_key()))?;
+        d.set_item("end_reason", end.reason.as_str())?;
+        d.set_item("last_lsa", end.last_lsa.map(|l| l.to_key()))?;
+        d.set_item("skipped", skipped_list(py, &end.skipped)?)?;
+        Ok(d)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.volumes().len()
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyLogSet>()?;
+    m.add_class::<RecordBatches>()?;
+    m.add_class::<Batch>()?;
+    m.add_class::<Schema>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

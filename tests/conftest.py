@@ -1,0 +1,148 @@
+"""Shared test fixtures: the real CUBRID log fixtures (decompressed once into a cache
+directory, never into the repository) and the engine's own record dumps."""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+from walcdc import lsa as L
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("WALCDC_SHARED", REPO.parent / "shared"))
+FIXTURES = SHARED / "fixtures" / "cubrid"
+CACHE = Path(
+    os.environ.get("WALCDC_FIXTURE_CACHE", Path(tempfile.gettempdir()) / "walcdc-fixtures")
+)
+
+ALL_FIXTURES = ["p4k", "p16k", "crash", "tde", "breadth", "nosupp", "v11_2"]
+
+
+def fixture_dir(name: str) -> Path:
+    """The fixture's log volumes, decompressed into the cache directory (once)."""
+    src = FIXTURES / name / "log"
+    if not src.is_dir():
+        # In CI the fixtures must be there: a skipped comparison would hide a defect.
+        if os.environ.get("CI"):
+            pytest.fail(f"fixture {name} not found under {FIXTURES}")
+        pytest.skip(f"fixture {name} not found under {FIXTURES}")
+    out = CACHE / name
+    out.mkdir(parents=True, exist_ok=True)
+    for xz in sorted(src.glob("*.xz")):
+        target = out / xz.name[:-3]
+        if target.exists():
+            continue
+        with lzma.open(xz) as fin, tempfile.NamedTemporaryFile(dir=out, delete=False) as tmp:
+            shutil.copyfileobj(fin, tmp, 1 << 20)
+        os.replace(tmp.name, target)
+    return out
+
+
+def ground_truth(name: str) -> Path:
+    return FIXTURES / name / "ground_truth"
+
+
+def shipped_end(name: str) -> int:
+    return L.parse((ground_truth(name) / "shipped_end.txt").read_text().strip())
+
+
+@dataclass
+class DumpRecord:
+    lsa: int
+    forw_lsa: Optional[int]
+    back_lsa: Optional[int]
+    trid: int
+    prev_tranlsa: Optional[int]
+    type: str
+    rcvindex: Optional[str]
+    detail: str
+
+
+def _lsa_or_none(text: str) -> Optional[int]:
+    p, o = text.split("|")
+    if int(p) == -1:
+        return None
+    return L.make(int(p), int(o))
+
+
+def read_dump(name: str) -> List[DumpRecord]:
+    """The engine's own dump (``cubrid diagdb -d 8``), one entry per record, in log order."""
+    out = []
+    with gzip.open(ground_truth(name) / "diag_log_headers.txt.gz", "rb") as f:
+        for raw in f:
+            if raw.startswith(b"#"):
+                continue
+            parts = raw.rstrip(b"\n").decode("latin-1").split("\t")
+            lsa, forw, back, trid, prev, rtype, rcv = parts[:7]
+            detail = parts[7] if len(parts) > 7 else ""
+            out.append(
+                DumpRecord(
+                    L.parse(lsa),
+                    _lsa_or_none(forw),
+                    _lsa_or_none(back),
+                    int(trid),
+                    _lsa_or_none(prev),
+                    rtype,
+                    rcv or None,
+                    detail,
+                )
+            )
+    return out
+
+
+_LEN_PATTERNS = {
+    "undo": re.compile(r"Undo ?\(Before\) length = (\d+)"),
+    "redo": re.compile(r"Redo ?\(After\) length = (\d+)"),
+}
+
+
+def dump_lengths(rec: DumpRecord) -> Dict[str, int]:
+    """Stored payload lengths the dump prints for a record, per payload slot.
+
+    diagdb prints the lengths with the zip bit stripped (bytes in the log); the slot a length
+    belongs to depends on the record type."""
+    d = rec.detail
+    t = rec.type
+    out: Dict[str, int] = {}
+    if t == "LOG_DBEXTERN_REDO_DATA":
+        out["redo"] = int(re.match(r"Length = (\d+)", d).group(1))
+    elif t == "LOG_COMPENSATE":
+        out["undo"] = int(re.search(r"Compensate length = (\d+)", d).group(1))
+    elif t == "LOG_RUN_POSTPONE":
+        out["undo"] = int(re.search(r"Run postpone \(Redo/After\) length = (\d+)", d).group(1))
+    elif t == "LOG_SAVEPOINT":
+        out["undo"] = int(re.search(r"length = (\d+)", d).group(1))
+    elif t == "LOG_END_CHKPT":
+        out["undo"] = 112 * int(re.search(r"Num_trans = (\d+)", d).group(1))
+    elif t == "LOG_SUPPLEMENTAL_INFO":
+        m = re.search(r"SUPPLEMENT TYPE = (-?\d+); SUPPLEMENT LENGTH = (-?\d+)", d)
+        out["supplement_type"] = int(m.group(1))
+        out["supplement_raw_length"] = int(m.group(2))
+    else:
+        for slot, pat in _LEN_PATTERNS.items():
+            m = pat.search(d)
+            if m:
+                out[slot] = int(m.group(1))
+    return out
+
+
+_DATA_PAGE = re.compile(r"^Volid = (-?\d+) Pageid = (-?\d+) Offset = (-?\d+)")
+
+
+def dump_data_page(rec: DumpRecord):
+    m = _DATA_PAGE.match(rec.detail)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+@pytest.fixture(scope="session")
+def fixture_path():
+    return fixture_dir
