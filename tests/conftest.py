@@ -146,3 +146,14 @@ def dump_data_page(rec: DumpRecord):
 @pytest.fixture(scope="session")
 def fixture_path():
     return fixture_dir
+
+
+# Hypothesis: a fixed, derandomized profile in CI (reproducible runs); the default elsewhere.
+try:
+    from hypothesis import settings as _hyp_settings
+
+    _hyp_settings.register_profile("ci", derandomize=True, print_blob=True)
+    if os.environ.get("HYPOTHESIS_PROFILE"):
+        _hyp_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+except ImportError:  # pragma: no cover
+    pass
