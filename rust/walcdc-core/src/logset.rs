@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
 
@@ -24,6 +25,9 @@ pub struct Volume {
     /// File name, used in messages and in the `file` column.
     pub name: String,
     map: Mmap,
+    /// One bit per physical page whose checksum has been verified, so that a page holding many
+    /// records is checked once, not once per record.
+    verified: Vec<AtomicU64>,
 }
 
 impl Volume {
@@ -43,7 +47,9 @@ impl Volume {
         // SAFETY: the volume is mapped read-only; a log volume that another process truncates
         // while it is mapped is outside what this reader supports (as for any mmap reader).
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-        Ok(Volume { path: path.to_path_buf(), name, map })
+        // Pages are at least 4 KiB: one bit per 4 KiB is enough for any page size.
+        let verified = (0..map.len().div_ceil(4096 * 64)).map(|_| AtomicU64::new(0)).collect();
+        Ok(Volume { path: path.to_path_buf(), name, map, verified })
     }
 
     pub fn len(&self) -> usize {
@@ -56,6 +62,14 @@ impl Volume {
 
     pub fn bytes(&self) -> &[u8] {
         &self.map
+    }
+
+    fn is_verified(&self, physical: usize) -> bool {
+        self.verified[physical / 64].load(Ordering::Relaxed) & (1 << (physical % 64)) != 0
+    }
+
+    fn set_verified(&self, physical: usize) {
+        self.verified[physical / 64].fetch_or(1 << (physical % 64), Ordering::Relaxed);
     }
 }
 
@@ -565,15 +579,16 @@ impl LogSet {
             return Fetch::Absent(Absent::NoVolume);
         }
         let nxarv = self.nxarv_pageid();
-        let (vol, bytes) = if let Some(a) = self.archive_for(pageid) {
-            match self.page_bytes(a.vol, pageid - a.fpageid + 1) {
-                Some(b) => (a.vol, b),
+        let (vol, physical, bytes) = if let Some(a) = self.archive_for(pageid) {
+            let physical = pageid - a.fpageid + 1;
+            match self.page_bytes(a.vol, physical) {
+                Some(b) => (a.vol, physical, b),
                 None => return Fetch::Absent(Absent::Overwritten { vol: a.vol, found: -1 }),
             }
         } else if let Some(act) = &self.active {
             let slot = self.ring_slot(pageid).unwrap();
             match self.page_bytes(act.vol, slot) {
-                Some(b) => (act.vol, b),
+                Some(b) => (act.vol, slot, b),
                 None => return Fetch::Absent(Absent::Overwritten { vol: act.vol, found: -1 }),
             }
         } else {
@@ -590,9 +605,13 @@ impl LogSet {
         if header.is_encrypted() {
             return Fetch::Encrypted(page);
         }
-        let computed = page::compute_checksum(bytes);
-        if computed != header.checksum {
-            return Fetch::BadChecksum { page, computed };
+        let volume = &self.volumes[vol];
+        if !volume.is_verified(physical as usize) {
+            let computed = page::compute_checksum(bytes);
+            if computed != header.checksum {
+                return Fetch::BadChecksum { page, computed };
+            }
+            volume.set_verified(physical as usize);
         }
         Fetch::Ok(page)
     }

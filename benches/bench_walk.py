@@ -1,0 +1,120 @@
+"""Record-walk throughput against simply reading the same bytes, in one run.
+
+    python benches/bench_walk.py                 # the largest fixture under ../shared
+    python benches/bench_walk.py PATH [--json OUT] [--repeat N]
+
+Measures, on one log set (warm page cache, one core, best of N runs):
+  read      reading every volume file of the set start to end (1 MiB reads): the floor
+  walk      LogSet.records(): every record walked, checked and built into Arrow batches
+  payloads  LogSet.records(payloads=True): also every payload gathered, unzipped, DIFF rebuilt
+and reports MB/s (volume bytes / time), records/s and the time ratio to `read`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+
+def largest_fixture() -> Path:
+    from conftest import ALL_FIXTURES, FIXTURES, fixture_dir
+
+    def size(name: str) -> int:
+        return sum(f.stat().st_size for f in (FIXTURES / name / "log").glob("*.xz"))
+
+    return fixture_dir(max(ALL_FIXTURES, key=size))
+
+
+def volume_files(path: Path) -> List[Path]:
+    import walcdc
+
+    return [Path(v["path"]) for v in walcdc.open_log(path)._native.header_info()["volumes"]]
+
+
+def read_bytes(files: List[Path]) -> int:
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    n = 0
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while True:
+                k = fh.readinto(view)
+                if not k:
+                    break
+                n += k
+    return n
+
+
+def walk(path: Path, payloads: bool) -> int:
+    import walcdc
+
+    log = walcdc.open_log(path)
+    return sum(b.num_rows for b in log.records(payloads=payloads, on_encrypted="skip"))
+
+
+def best_of(fn: Callable[[], int], repeat: int) -> Dict[str, float]:
+    fn()  # warm the page cache and the code
+    times = []
+    result = 0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return {"seconds": min(times), "median": sorted(times)[len(times) // 2], "result": result}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("path", nargs="?", help="log directory (default: largest fixture)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--json", help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+
+    path = Path(args.path) if args.path else largest_fixture()
+    files = volume_files(path)
+    nbytes = sum(f.stat().st_size for f in files)
+    mb = nbytes / 1e6
+
+    read = best_of(lambda: read_bytes(files), args.repeat)
+    walked = best_of(lambda: walk(path, False), args.repeat)
+    full = best_of(lambda: walk(path, True), args.repeat)
+    records = walked["result"]
+
+    rows = []
+    for name, r in (("read", read), ("walk", walked), ("payloads", full)):
+        rows.append(
+            {
+                "case": name,
+                "seconds": round(r["seconds"], 4),
+                "MB_per_s": round(mb / r["seconds"], 1),
+                "records_per_s": None if name == "read" else round(records / r["seconds"]),
+                "x_read_time": round(r["seconds"] / read["seconds"], 2),
+            }
+        )
+    print(f"log set: {path}  ({len(files)} volumes, {mb:.1f} MB, {records:,} records)")
+    cores = os.cpu_count()
+    print(f"machine: {platform.machine()}, {cores} cores; one core used; best of {args.repeat}")
+    print(f"{'case':<10} {'seconds':>9} {'MB/s':>9} {'records/s':>12} {'x read':>8}")
+    for r in rows:
+        rps = f"{r['records_per_s']:,}" if r["records_per_s"] else "-"
+        print(
+            f"{r['case']:<10} {r['seconds']:>9.4f} {r['MB_per_s']:>9.1f} {rps:>12} "
+            f"{r['x_read_time']:>8.2f}"
+        )
+    if args.json:
+        out = {"path": str(path), "bytes": nbytes, "records": records, "results": rows}
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
