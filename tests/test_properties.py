@@ -86,7 +86,7 @@ def record(draw, page_size):
         if undo_b:
             fields["sysop_type"] = 2
     if name in ("LOG_COMMIT", "LOG_ABORT"):
-        fields["at_time"] = draw(st.integers(0, 2**40))
+        fields["at_time"] = draw(st.integers(0, 253_402_300_799))  # up to 9999-12-31
     if name.endswith("_DATA") or name in ("LOG_POSTPONE", "LOG_RUN_POSTPONE", "LOG_COMPENSATE"):
         fields["rcvindex"] = draw(st.integers(0, 128))
         fields["pageid"] = draw(st.integers(-1, 2**31 - 1))
