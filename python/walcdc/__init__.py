@@ -10,6 +10,7 @@ True
 
 from walcdc import lsa, samples
 from walcdc._native import __version__
+from walcdc.changes import ChangeStream, Cursor, read_changes
 from walcdc.errors import (
     BadHeaderError,
     ChecksumError,
@@ -20,6 +21,7 @@ from walcdc.errors import (
     LogIOError,
     MismatchedLogSetError,
     MissingArchiveError,
+    NoSupplementalLogError,
     TruncatedLogError,
 )
 from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
@@ -27,6 +29,9 @@ from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
 __all__ = [
     "__version__",
     "open_log",
+    "read_changes",
+    "ChangeStream",
+    "Cursor",
     "LogSet",
     "lsa",
     "samples",
@@ -38,6 +43,7 @@ __all__ = [
     "ChecksumError",
     "TruncatedLogError",
     "MissingArchiveError",
+    "NoSupplementalLogError",
     "EncryptedPageError",
     "CorruptRecordError",
     "InvalidArgumentError",

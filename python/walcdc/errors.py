@@ -15,6 +15,7 @@ __all__ = [
     "MissingArchiveError",
     "EncryptedPageError",
     "CorruptRecordError",
+    "NoSupplementalLogError",
     "InvalidArgumentError",
 ]
 
@@ -67,6 +68,11 @@ class EncryptedPageError(LogError):
 
 class CorruptRecordError(LogError):
     """A record that cannot be what CUBRID wrote (type, links, lengths or layout)."""
+
+
+class NoSupplementalLogError(LogError):
+    """The log holds no supplemental records (the server ran with ``supplemental_log=0``), so
+    change events cannot be produced; set ``supplemental_log=1`` in cubrid.conf."""
 
 
 class InvalidArgumentError(LogError, ValueError):

@@ -38,6 +38,9 @@ pub enum LogError {
     /// A record that cannot be what the writer wrote (bad type, links, lengths, layout).
     #[error("{file}: corrupt record{}: {msg}", at(.lsa))]
     CorruptRecord { file: String, lsa: Option<Lsa>, msg: String },
+    /// The log holds data records but no supplemental records: change events cannot be made.
+    #[error("{file}: the log holds no supplemental records, so change events cannot be produced: the database ran with supplemental_log=0. Set supplemental_log=1 (or 2) in cubrid.conf and restart the server; changes written before that are not recoverable as events")]
+    NoSupplementalLog { file: String },
     /// A caller's argument that does not fit the log (an LSA outside it, an unknown option).
     #[error("{msg}")]
     InvalidArgument { msg: String },
@@ -55,6 +58,7 @@ impl LogError {
             LogError::MissingArchive { .. } => "MissingArchiveError",
             LogError::Encrypted { .. } => "EncryptedPageError",
             LogError::CorruptRecord { .. } => "CorruptRecordError",
+            LogError::NoSupplementalLog { .. } => "NoSupplementalLogError",
             LogError::InvalidArgument { .. } => "InvalidArgumentError",
         }
     }
@@ -68,7 +72,8 @@ impl LogError {
             | LogError::Truncated { file, .. }
             | LogError::MissingArchive { file, .. }
             | LogError::Encrypted { file, .. }
-            | LogError::CorruptRecord { file, .. } => Some(file),
+            | LogError::CorruptRecord { file, .. }
+            | LogError::NoSupplementalLog { file } => Some(file),
             LogError::InvalidArgument { .. } => None,
         }
     }

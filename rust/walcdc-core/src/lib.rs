@@ -4,6 +4,9 @@
 //! identity, checksum, TDE flags) → [`record`] (layout rules, data headers) → [`walker::Walker`]
 //! (forward walk, end of log) → [`records_arrow`] (Arrow batches).
 
+pub mod changes;
+pub mod changes_arrow;
+pub mod chase;
 pub mod error;
 pub mod logset;
 pub mod lsa;
@@ -13,6 +16,7 @@ pub mod rcvindex;
 pub mod record;
 pub mod records_arrow;
 pub mod rectype;
+pub mod supplemental;
 pub mod walker;
 pub mod writer;
 

@@ -12,6 +12,8 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
 
+use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, Op, OnError};
+use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
 use walcdc_core::records_arrow::{next_batch, records_schema, RecordsBuilder};
 use walcdc_core::walker::{find_end, SkippedRange};
 use walcdc_core::writer::{DataFields, LogWriter, WriterConfig};
@@ -139,6 +141,75 @@ impl RecordBatches {
 
     fn end_reason(&self) -> Option<&'static str> {
         self.walker.end_reason.map(|r| r.as_str())
+    }
+}
+
+
+/// Iterates over batches of change events.
+#[pyclass(module = "walcdc._native")]
+struct ChangeBatches {
+    reader: ChangeReader,
+    builder: ChangesBuilder,
+    batch_size: usize,
+}
+
+#[pymethods]
+impl ChangeBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let (reader, builder, n) = (&mut self.reader, &mut self.builder, self.batch_size);
+        match py.detach(|| next_changes_batch(reader, builder, n)) {
+            Ok(Some(b)) => Ok(Some(Batch { batch: Some(b) })),
+            Ok(None) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    fn schema(&self) -> Schema {
+        Schema { schema: changes_schema() }
+    }
+
+    /// `(db_creation, restart_lsa, last_commit_lsa)` for resuming after what was read so far.
+    fn cursor(&self) -> (i64, u64, Option<u64>) {
+        let c = self.reader.cursor();
+        (c.db_creation, c.restart_lsa.to_key(), c.last_commit_lsa.map(|l| l.to_key()))
+    }
+
+    fn is_done(&self) -> bool {
+        self.reader.is_done()
+    }
+
+    /// Transactions still open at the end of the stream.
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for p in self.reader.pending() {
+            let d = PyDict::new(py);
+            d.set_item("trid", p.trid)?;
+            d.set_item("first_lsa", p.first_lsa.to_key())?;
+            d.set_item("last_lsa", p.last_lsa.to_key())?;
+            d.set_item("events", p.events)?;
+            d.set_item("user", p.user.as_deref())?;
+            d.set_item("committed_with_postpone", p.committed_with_postpone)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.reader.stats;
+        let d = PyDict::new(py);
+        d.set_item("records", s.records)?;
+        d.set_item("supplemental_records", s.supplemental_records)?;
+        d.set_item("events", s.events)?;
+        d.set_item("committed_transactions", s.committed_transactions)?;
+        d.set_item("aborted_transactions", s.aborted_transactions)?;
+        d.set_item("undone_events", s.undone_events)?;
+        d.set_item("spilled_events", s.spilled_events)?;
+        d.set_item("peak_buffered_bytes", s.peak_buffered_bytes)?;
+        Ok(d)
     }
 }
 
@@ -272,6 +343,70 @@ impl PyLogSet {
         Ok(d)
     }
 
+    /// Change events (see `walcdc.read_changes`).
+    #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
+        users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
+        on_encrypted="raise", batch_size=65536))]
+    #[allow(clippy::too_many_arguments)]
+    fn changes(
+        &self,
+        py: Python<'_>,
+        start: Option<u64>,
+        end: Option<u64>,
+        committed_only: bool,
+        mode: &str,
+        tables: Option<Vec<u64>>,
+        exclude_tables: Option<Vec<u64>>,
+        users: Option<Vec<String>>,
+        ops: Option<Vec<String>>,
+        include_trigger: bool,
+        cursor: Option<(i64, u64, Option<u64>)>,
+        memory_limit: usize,
+        on_error: &str,
+        on_encrypted: &str,
+        batch_size: usize,
+    ) -> PyResult<ChangeBatches> {
+        let err = |e| to_py(py, e);
+        let ops = match ops {
+            Some(list) => Some(list.iter().map(|o| Op::parse(o)).collect::<Result<_, _>>().map_err(err)?),
+            None => None,
+        };
+        let opts = ChangeOptions {
+            start: key_to_lsa(start),
+            end: key_to_lsa(end),
+            committed_only,
+            mode: mode.parse::<ImageMode>().map_err(err)?,
+            tables: tables.map(|t| t.into_iter().collect()),
+            exclude_tables: exclude_tables.unwrap_or_default().into_iter().collect(),
+            users,
+            ops,
+            include_trigger,
+            cursor: cursor.map(|(db, r, l)| Cursor {
+                db_creation: db,
+                restart_lsa: Lsa::from_key(r),
+                last_commit_lsa: l.map(Lsa::from_key),
+            }),
+            memory_limit,
+            on_error: on_error.parse::<OnError>().map_err(err)?,
+            on_encrypted: on_encrypted.parse::<OnEncrypted>().map_err(err)?,
+        };
+        let log = self.inner.clone();
+        let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
+        Ok(ChangeBatches { reader, builder: ChangesBuilder::default(), batch_size: batch_size.max(1) })
+    }
+
+    /// Time (Unix seconds) to LSA, as CUBRID's `cdc_find_lsa`: `(lsa, adjusted)`.
+    fn find_lsa(&self, py: Python<'_>, time: i64) -> PyResult<(u64, bool)> {
+        let log = self.inner.clone();
+        let (lsa, adjusted) = py.detach(|| changes::find_lsa(&log, time)).map_err(|e| to_py(py, e))?;
+        Ok((lsa.to_key(), adjusted))
+    }
+
+    /// The oldest archive number still needed to restart at `restart_lsa`.
+    fn min_archive_needed(&self, restart_lsa: u64) -> Option<i64> {
+        changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa))
+    }
+
     fn __len__(&self) -> usize {
         self.inner.volumes().len()
     }
@@ -377,6 +512,7 @@ impl PyLogWriter {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLogSet>()?;
     m.add_class::<RecordBatches>()?;
+    m.add_class::<ChangeBatches>()?;
     m.add_class::<Batch>()?;
     m.add_class::<Schema>()?;
     m.add_class::<PyLogWriter>()?;

@@ -1,0 +1,1058 @@
+//! Change events: one forward pass over the log turns supplemental records into INSERT, UPDATE,
+//! DELETE and DDL events, either as CUBRID's own CDC producer reports them (in log order,
+//! rolled-back work included) or committed work only, per transaction, in commit order.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::sync::Arc;
+
+use crate::chase::{self, Image};
+use crate::error::{LogError, Result};
+use crate::logset::{Fetch, LogSet};
+use crate::lsa::Lsa;
+use crate::page::PAGE_HEADER_SIZE;
+use crate::rcvindex::*;
+use crate::record::Record;
+use crate::rectype::*;
+use crate::supplemental::{self, DdlSupplement, DmlKind, Oid, Supplement};
+use crate::walker::{OnEncrypted, Walker};
+
+/// What an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Insert,
+    Update,
+    Delete,
+    Ddl,
+    Commit,
+    Abort,
+    Timer,
+}
+
+impl Op {
+    pub const ALL: [Op; 7] = [Op::Insert, Op::Update, Op::Delete, Op::Ddl, Op::Commit, Op::Abort, Op::Timer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+            Op::Ddl => "ddl",
+            Op::Commit => "commit",
+            Op::Abort => "abort",
+            Op::Timer => "timer",
+        }
+    }
+
+    pub fn index(self) -> u8 {
+        Op::ALL.iter().position(|&o| o == self).unwrap() as u8
+    }
+
+    pub fn parse(s: &str) -> Result<Op> {
+        Op::ALL
+            .iter()
+            .copied()
+            .find(|o| o.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| LogError::InvalidArgument { msg: format!("unknown operation {s:?}") })
+    }
+}
+
+/// Which row images an event carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ImageMode {
+    /// No images (identities only: class, row OID, LSAs).
+    Id,
+    Before,
+    After,
+    #[default]
+    Full,
+}
+
+impl std::str::FromStr for ImageMode {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<ImageMode> {
+        match s {
+            "id" => Ok(ImageMode::Id),
+            "before" => Ok(ImageMode::Before),
+            "after" => Ok(ImageMode::After),
+            "full" => Ok(ImageMode::Full),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("mode must be \"id\", \"before\", \"after\" or \"full\", not {s:?}"),
+            }),
+        }
+    }
+}
+
+/// One change event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The supplemental (or commit/abort/timer) record that produced the event.
+    pub lsa: Lsa,
+    pub trid: i32,
+    pub op: Op,
+    pub trigger: bool,
+    pub user: Option<Arc<str>>,
+    pub class_oid: Option<Oid>,
+    pub row_oid: Option<Oid>,
+    pub before: Option<Image>,
+    pub after: Option<Image>,
+    pub ddl: Option<DdlSupplement>,
+    /// Commit/abort/timer wall-clock time (seconds).
+    pub time: Option<i64>,
+    /// Why the images are missing (with `on_error = skip`).
+    pub error: Option<String>,
+    /// Set when the event is emitted by the committed-only stream.
+    pub commit_lsa: Option<Lsa>,
+    pub commit_time: Option<i64>,
+    /// Position inside its transaction (0, 1, ...), among the events emitted for it.
+    pub txn_seq: u32,
+}
+
+impl Event {
+    fn new(lsa: Lsa, trid: i32, op: Op) -> Event {
+        Event {
+            lsa,
+            trid,
+            op,
+            trigger: false,
+            user: None,
+            class_oid: None,
+            row_oid: None,
+            before: None,
+            after: None,
+            ddl: None,
+            time: None,
+            error: None,
+            commit_lsa: None,
+            commit_time: None,
+            txn_seq: 0,
+        }
+    }
+
+    /// Approximate bytes an event holds in memory.
+    fn weight(&self) -> usize {
+        std::mem::size_of::<Event>()
+            + self.before.as_ref().map_or(0, |i| i.row.len())
+            + self.after.as_ref().map_or(0, |i| i.row.len())
+            + self.ddl.as_ref().map_or(0, |d| d.statement.len())
+            + self.error.as_ref().map_or(0, |e| e.len())
+    }
+}
+
+/// The resume point of a stream: restart the walk at `restart_lsa` (the first record of the
+/// oldest transaction still open) and skip every commit at or before `last_commit_lsa`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub db_creation: i64,
+    pub restart_lsa: Lsa,
+    pub last_commit_lsa: Option<Lsa>,
+}
+
+/// A transaction still open where the stream ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub trid: i32,
+    pub first_lsa: Lsa,
+    pub last_lsa: Lsa,
+    /// Events buffered for it (before any undone range is applied).
+    pub events: u64,
+    pub user: Option<Arc<str>>,
+    /// `LOG_COMMIT_WITH_POSTPONE` was written: the transaction is durable and recovery will
+    /// complete its commit.
+    pub committed_with_postpone: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnError {
+    #[default]
+    Raise,
+    /// Emit the event without images, with the reason in `error`.
+    Skip,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<OnError> {
+        match s {
+            "raise" => Ok(OnError::Raise),
+            "skip" => Ok(OnError::Skip),
+            _ => Err(LogError::InvalidArgument { msg: format!("on_error must be \"raise\" or \"skip\", not {s:?}") }),
+        }
+    }
+}
+
+/// What `read_changes` reads and how.
+#[derive(Clone, Debug)]
+pub struct ChangeOptions {
+    pub start: Option<Lsa>,
+    pub end: Option<Lsa>,
+    /// Committed work only, in commit order (default); otherwise CUBRID's own CDC stream.
+    pub committed_only: bool,
+    pub mode: ImageMode,
+    /// Only these classes (CDC OID packing); `None` = all.
+    pub tables: Option<HashSet<u64>>,
+    pub exclude_tables: HashSet<u64>,
+    /// Only these users (compared case-insensitively); `None` = all.
+    pub users: Option<Vec<String>>,
+    /// Only these operations; `None` = insert, update, delete, ddl (plus commit, abort and
+    /// timer markers in the engine-compatible stream).
+    pub ops: Option<HashSet<Op>>,
+    pub include_trigger: bool,
+    pub cursor: Option<Cursor>,
+    /// Buffered events past this many bytes spill to a temporary file.
+    pub memory_limit: usize,
+    pub on_error: OnError,
+    pub on_encrypted: OnEncrypted,
+}
+
+impl Default for ChangeOptions {
+    fn default() -> Self {
+        ChangeOptions {
+            start: None,
+            end: None,
+            committed_only: true,
+            mode: ImageMode::Full,
+            tables: None,
+            exclude_tables: HashSet::new(),
+            users: None,
+            ops: None,
+            include_trigger: true,
+            cursor: None,
+            memory_limit: 256 << 20,
+            on_error: OnError::Raise,
+            on_encrypted: OnEncrypted::Raise,
+        }
+    }
+}
+
+/// Events of one transaction that did not fit the memory bound, in a temporary file.
+struct Spill {
+    file: BufWriter<std::fs::File>,
+    count: u64,
+}
+
+/// One open transaction.
+struct Txn {
+    first_lsa: Lsa,
+    last_lsa: Lsa,
+    user: Option<Arc<str>>,
+    events: Vec<Event>,
+    bytes: usize,
+    spill: Option<Spill>,
+    /// Ranges of this transaction's LSAs undone by partial rollbacks: `(lo, hi)` exclusive,
+    /// `lo = NULL` for "from the transaction's start".
+    undone: Vec<(Lsa, Lsa)>,
+    mvcc_dml: bool,
+    committed_with_postpone: bool,
+    /// Engine-compatible stream: CUBRID's producer ignores this transaction (it aborted before
+    /// its user could be learned).
+    ignored: bool,
+}
+
+impl Txn {
+    fn new(lsa: Lsa) -> Txn {
+        Txn {
+            first_lsa: lsa,
+            last_lsa: lsa,
+            user: None,
+            events: Vec::new(),
+            bytes: 0,
+            spill: None,
+            undone: Vec::new(),
+            mvcc_dml: false,
+            committed_with_postpone: false,
+            ignored: false,
+        }
+    }
+
+    fn event_count(&self) -> u64 {
+        self.events.len() as u64 + self.spill.as_ref().map_or(0, |s| s.count)
+    }
+}
+
+/// A committed transaction being emitted: spilled events first, then those in memory.
+struct Emitting {
+    commit_lsa: Lsa,
+    commit_time: Option<i64>,
+    user: Option<Arc<str>>,
+    undone: Vec<(Lsa, Lsa)>,
+    spilled: Option<(BufReader<std::fs::File>, u64)>,
+    mem: std::vec::IntoIter<Event>,
+    seq: u32,
+    marker: Option<Event>,
+}
+
+/// Statistics of a stream.
+#[derive(Clone, Debug, Default)]
+pub struct ChangeStats {
+    pub records: u64,
+    pub supplemental_records: u64,
+    pub events: u64,
+    pub committed_transactions: u64,
+    pub aborted_transactions: u64,
+    pub undone_events: u64,
+    pub spilled_events: u64,
+    pub peak_buffered_bytes: usize,
+}
+
+/// Reads change events from a log set, one forward pass.
+pub struct ChangeReader {
+    log: Arc<LogSet>,
+    walker: Walker,
+    opts: ChangeOptions,
+    txns: HashMap<i32, Txn>,
+    ready: VecDeque<Event>,
+    emitting: Option<Emitting>,
+    skip_commits_upto: Option<Lsa>,
+    last_commit: Option<Lsa>,
+    buffered: usize,
+    done: bool,
+    pub stats: ChangeStats,
+    pending: Vec<Pending>,
+    scratch: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+fn merge_ranges(mut r: Vec<(Lsa, Lsa)>) -> Vec<(Lsa, Lsa)> {
+    // NULL (from the start) sorts first once mapped to the smallest LSA.
+    for x in r.iter_mut() {
+        if x.0.is_null() {
+            x.0 = Lsa::new(i64::MIN >> 16, i16::MIN);
+        }
+    }
+    r.sort();
+    let mut out: Vec<(Lsa, Lsa)> = Vec::with_capacity(r.len());
+    for (lo, hi) in r {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+fn undone(ranges: &[(Lsa, Lsa)], lsa: Lsa) -> bool {
+    let i = ranges.partition_point(|r| r.1 <= lsa);
+    ranges.get(i).is_some_and(|r| r.0 < lsa && lsa < r.1)
+}
+
+impl ChangeReader {
+    pub fn new(log: Arc<LogSet>, mut opts: ChangeOptions) -> Result<ChangeReader> {
+        let mut skip_commits_upto = None;
+        if let Some(c) = opts.cursor {
+            if c.db_creation != log.db_creation {
+                return Err(LogError::InvalidArgument {
+                    msg: format!(
+                        "the cursor belongs to another database (db_creation {}), this log set's is {}",
+                        c.db_creation, log.db_creation
+                    ),
+                });
+            }
+            opts.start = Some(c.restart_lsa);
+            skip_commits_upto = c.last_commit_lsa;
+        }
+        if let Some(s) = opts.start {
+            validate_record_start(&log, s)?;
+        }
+        let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
+        Ok(ChangeReader {
+            log,
+            walker,
+            opts,
+            txns: HashMap::new(),
+            ready: VecDeque::new(),
+            emitting: None,
+            skip_commits_upto,
+            last_commit: None,
+            buffered: 0,
+            done: false,
+            stats: ChangeStats::default(),
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            payload: Vec::new(),
+        })
+    }
+
+    pub fn log(&self) -> &Arc<LogSet> {
+        &self.log
+    }
+
+    /// Transactions still open where the stream ended (available once it is over).
+    pub fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done && self.emitting.is_none() && self.ready.is_empty()
+    }
+
+    /// Where to resume so that no event is lost or repeated.
+    pub fn cursor(&self) -> Cursor {
+        let oldest_open = self.txns.values().map(|t| t.first_lsa).min();
+        let here = self.walker.position().or(self.walker.end_lsa).unwrap_or(Lsa::new(self.log.first_pageid, 0));
+        let restart_lsa = match (oldest_open, self.emitting.as_ref()) {
+            // A transaction still being emitted restarts from its own commit's transaction.
+            (Some(o), _) => o.min(here),
+            (None, _) => here,
+        };
+        let last_commit = match &self.emitting {
+            Some(e) => self.last_commit.filter(|&l| l < e.commit_lsa),
+            None => self.last_commit,
+        };
+        Cursor { db_creation: self.log.db_creation, restart_lsa, last_commit_lsa: last_commit.or(self.skip_commits_upto) }
+    }
+
+    fn wants(&self, op: Op) -> bool {
+        match &self.opts.ops {
+            Some(set) => set.contains(&op),
+            None => match op {
+                Op::Insert | Op::Update | Op::Delete | Op::Ddl => true,
+                Op::Commit | Op::Abort | Op::Timer => !self.opts.committed_only,
+            },
+        }
+    }
+
+    fn class_passes(&self, class: Oid) -> bool {
+        let c = class.to_cdc();
+        if self.opts.exclude_tables.contains(&c) {
+            return false;
+        }
+        self.opts.tables.as_ref().is_none_or(|t| t.contains(&c))
+    }
+
+    fn user_passes(&self, user: Option<&str>) -> bool {
+        match (&self.opts.users, user) {
+            (None, _) => true,
+            (Some(list), Some(u)) => list.iter().any(|x| x.eq_ignore_ascii_case(u)),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// The next event, `Ok(None)` at the end.
+    pub fn next_event(&mut self) -> Result<Option<Event>> {
+        loop {
+            if let Some(e) = self.next_emitted()? {
+                self.stats.events += 1;
+                return Ok(Some(e));
+            }
+            if let Some(e) = self.ready.pop_front() {
+                self.stats.events += 1;
+                return Ok(Some(e));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.walker.next_record()? {
+                Some(rec) => {
+                    self.stats.records += 1;
+                    self.process(&rec)?;
+                }
+                None => self.finish()?,
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.done = true;
+        let mut pending: Vec<Pending> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| !t.ignored)
+            .map(|(&trid, t)| Pending {
+                trid,
+                first_lsa: t.first_lsa,
+                last_lsa: t.last_lsa,
+                events: t.event_count(),
+                user: t.user.clone(),
+                committed_with_postpone: t.committed_with_postpone,
+            })
+            .collect();
+        pending.sort_by_key(|p| p.first_lsa);
+        self.pending = pending;
+        self.check_supplemental_logging(None)?;
+        Ok(())
+    }
+
+    /// A log written with `supplemental_log=0` has data records but no supplemental records:
+    /// say so instead of returning an empty stream.
+    fn check_supplemental_logging(&self, committed: Option<&Txn>) -> Result<()> {
+        if self.stats.supplemental_records > 0 {
+            return Ok(());
+        }
+        let evidence = match committed {
+            Some(t) => t.mvcc_dml,
+            None => false,
+        };
+        if evidence {
+            return Err(LogError::NoSupplementalLog { file: self.log.set_name() });
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, rec: &Record) -> Result<()> {
+        if rec.trid <= 0 {
+            // System transactions never carry changes; the HA-state dummy is CUBRID's timer.
+            if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) {
+                let mut e = Event::new(rec.lsa, rec.trid, Op::Timer);
+                e.time = rec.at_time();
+                self.ready.push_back(e);
+            }
+            return Ok(());
+        }
+        // A NULL prev_tranlsa starts a transaction: a trid seen again never merges two.
+        let fresh = rec.prev_tranlsa.is_null();
+        if fresh {
+            if let Some(old) = self.txns.remove(&rec.trid) {
+                self.buffered -= old.bytes;
+            }
+        }
+        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn::new(rec.lsa));
+        txn.last_lsa = rec.lsa;
+        match rec.rectype {
+            LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
+            LOG_COMPENSATE => {
+                if let Some(x) = rec.undo_nxlsa() {
+                    txn.undone.push((x, rec.lsa));
+                }
+            }
+            LOG_SYSOP_END => match rec.sysop_type() {
+                Some(1) => txn.undone.push((rec.sysop_lastparent_lsa().unwrap_or(Lsa::NULL), rec.lsa)),
+                Some(4) => {
+                    let c = Lsa::from_le_bytes(rec.data_header()[32..40].try_into().unwrap());
+                    txn.undone.push((c, rec.lsa));
+                }
+                _ => {}
+            },
+            LOG_COMMIT_WITH_POSTPONE | LOG_COMMIT_WITH_POSTPONE_OBSOLETE => txn.committed_with_postpone = true,
+            LOG_COMMIT => self.on_end(rec, true)?,
+            LOG_ABORT => self.on_end(rec, false)?,
+            LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA | LOG_MVCC_UNDO_DATA => {
+                if matches!(
+                    rec.rcvindex(),
+                    Some(RVHF_MVCC_INSERT | RVHF_MVCC_DELETE_REC_HOME | RVHF_UPDATE_NOTIFY_VACUUM)
+                ) {
+                    txn.mvcc_dml = true;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
+        let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
+        self.buffered -= txn.bytes;
+        if commit {
+            self.check_supplemental_logging(Some(&txn))?;
+        }
+        let op = if commit { Op::Commit } else { Op::Abort };
+        if !self.opts.committed_only {
+            // CUBRID's producer reports the end of a transaction whose user it learned.
+            if !txn.ignored && txn.user.is_some() && self.wants(op) && self.user_passes(txn.user.as_deref()) {
+                let mut e = Event::new(rec.lsa, rec.trid, op);
+                e.user = txn.user.clone();
+                e.time = rec.at_time();
+                self.ready.push_back(e);
+            }
+            if commit {
+                self.last_commit = Some(rec.lsa);
+            }
+            return Ok(());
+        }
+        if !commit {
+            self.stats.aborted_transactions += 1;
+            if self.wants(Op::Abort) && txn.event_count() > 0 && self.user_passes(txn.user.as_deref()) {
+                let mut e = Event::new(rec.lsa, rec.trid, Op::Abort);
+                e.user = txn.user.clone();
+                e.time = rec.at_time();
+                self.ready.push_back(e);
+            }
+            return Ok(());
+        }
+        if self.skip_commits_upto.is_some_and(|s| rec.lsa <= s) {
+            return Ok(());
+        }
+        self.last_commit = Some(rec.lsa);
+        self.stats.committed_transactions += 1;
+        if !self.user_passes(txn.user.as_deref()) {
+            return Ok(());
+        }
+        let has_events = txn.event_count() > 0;
+        let spilled = match txn.spill {
+            Some(s) => {
+                let count = s.count;
+                let file = s.file.into_inner().map_err(|e| self.spill_error(e.error()))?;
+                let mut file = file;
+                use std::io::Seek;
+                file.seek(std::io::SeekFrom::Start(0)).map_err(|e| self.spill_error(&e))?;
+                Some((BufReader::new(file), count))
+            }
+            None => None,
+        };
+        let marker = (self.wants(Op::Commit) && has_events).then(|| {
+            let mut e = Event::new(rec.lsa, rec.trid, Op::Commit);
+            e.user = txn.user.clone();
+            e.time = rec.at_time();
+            e.commit_lsa = Some(rec.lsa);
+            e.commit_time = rec.at_time();
+            e
+        });
+        self.emitting = Some(Emitting {
+            commit_lsa: rec.lsa,
+            commit_time: rec.at_time(),
+            user: txn.user.clone(),
+            undone: merge_ranges(txn.undone),
+            spilled,
+            mem: txn.events.into_iter(),
+            seq: 0,
+            marker,
+        });
+        Ok(())
+    }
+
+    fn next_emitted(&mut self) -> Result<Option<Event>> {
+        loop {
+            let Some(em) = self.emitting.as_mut() else { return Ok(None) };
+            let next = if let Some((reader, left)) = em.spilled.as_mut() {
+                if *left == 0 {
+                    em.spilled = None;
+                    continue;
+                }
+                *left -= 1;
+                Some(read_event(reader).map_err(|e| LogError::Io { file: "spill file".into(), msg: e.to_string() })?)
+            } else {
+                em.mem.next()
+            };
+            let Some(mut e) = next else {
+                let marker = em.marker.take();
+                self.emitting = None;
+                if let Some(m) = marker {
+                    return Ok(Some(m));
+                }
+                return Ok(None);
+            };
+            if undone(&em.undone, e.lsa) {
+                self.stats.undone_events += 1;
+                continue;
+            }
+            e.commit_lsa = Some(em.commit_lsa);
+            e.commit_time = em.commit_time;
+            e.txn_seq = em.seq;
+            if e.user.is_none() {
+                e.user = em.user.clone();
+            }
+            em.seq += 1;
+            if let Some(m) = em.marker.as_mut() {
+                m.txn_seq = em.seq;
+            }
+            return Ok(Some(e));
+        }
+    }
+
+    fn spill_error(&self, e: &std::io::Error) -> LogError {
+        LogError::Io { file: "spill file".into(), msg: e.to_string() }
+    }
+
+    fn on_supplemental(&mut self, rec: &Record) -> Result<()> {
+        self.stats.supplemental_records += 1;
+        let kind = rec.supplement_type().unwrap_or(-1);
+        let mut payload = std::mem::take(&mut self.payload);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let res = self.log.payload_into(&rec.undo, &mut scratch, &mut payload);
+        self.scratch = scratch;
+        let parsed = res.and_then(|_| {
+            supplemental::parse(kind, &payload).map_err(|m| LogError::corrupt(&self.log.set_name(), rec.lsa, m))
+        });
+        self.payload = payload;
+        let supp = parsed?;
+        let engine = !self.opts.committed_only;
+        match supp {
+            Supplement::TranUser(user) => {
+                let txn = self.txns.get_mut(&rec.trid).expect("transaction opened above");
+                if txn.user.is_none() {
+                    txn.user = Some(Arc::from(user.as_str()));
+                }
+                Ok(())
+            }
+            Supplement::Dml(dml) => {
+                let op = match dml.kind {
+                    DmlKind::Insert => Op::Insert,
+                    DmlKind::Update => Op::Update,
+                    DmlKind::Delete => Op::Delete,
+                };
+                if engine && !self.resolve_user(rec)? {
+                    return Ok(());
+                }
+                let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
+                // Filters are decided before any image is built.
+                if (dml.trigger && !self.opts.include_trigger)
+                    || !self.class_passes(dml.class_oid)
+                    || (user.is_some() && !self.user_passes(user.as_deref()))
+                    || (engine && !self.user_passes(user.as_deref()))
+                {
+                    return Ok(());
+                }
+                // An update of an OID reservation is reported as an insert; only the chase knows.
+                if !(self.wants(op) || (op == Op::Update && self.wants(Op::Insert))) {
+                    return Ok(());
+                }
+                let (want_before, want_after) = match self.opts.mode {
+                    ImageMode::Id => (false, false),
+                    ImageMode::Before => (true, false),
+                    ImageMode::After => (false, true),
+                    ImageMode::Full => (true, true),
+                };
+                let mut e = Event::new(rec.lsa, rec.trid, op);
+                e.trigger = dml.trigger;
+                e.user = user;
+                e.class_oid = Some(dml.class_oid);
+                match chase::chase(&self.log, rec.lsa, rec.trid, &dml, want_before, want_after || op == Op::Update) {
+                    Ok(c) => {
+                        e.row_oid = c.row_oid;
+                        e.before = c.before;
+                        e.after = if want_after { c.after } else { None };
+                        if c.assign_address {
+                            e.op = Op::Insert;
+                            e.trigger = true;
+                        }
+                    }
+                    Err(err) if self.opts.on_error == OnError::Skip => e.error = Some(err.to_string()),
+                    Err(err) => return Err(err),
+                }
+                if !self.wants(e.op) {
+                    return Ok(());
+                }
+                self.push_event(e)
+            }
+            Supplement::Ddl(ddl) => {
+                if engine && !self.resolve_user(rec)? {
+                    return Ok(());
+                }
+                if !self.wants(Op::Ddl) || (!ddl.class_oid.is_null() && !self.class_passes(ddl.class_oid)) {
+                    return Ok(());
+                }
+                let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
+                if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
+                    return Ok(());
+                }
+                let mut e = Event::new(rec.lsa, rec.trid, Op::Ddl);
+                e.user = user;
+                e.class_oid = (!ddl.class_oid.is_null()).then_some(ddl.class_oid);
+                e.ddl = Some(ddl);
+                self.push_event(e)
+            }
+            Supplement::UndoRecord | Supplement::Other(_) => Ok(()),
+        }
+    }
+
+    /// CUBRID's producer needs the transaction's user before it reports a change; when the
+    /// first TRAN_USER lies before the start, it scans forward for the commit-time one (or the
+    /// abort, after which it ignores the transaction). Returns false to skip the record.
+    fn resolve_user(&mut self, rec: &Record) -> Result<bool> {
+        let txn = self.txns.get(&rec.trid).expect("transaction opened");
+        if txn.ignored {
+            return Ok(false);
+        }
+        if txn.user.is_some() {
+            return Ok(true);
+        }
+        let mut w = Walker::new(self.log.clone(), Some(rec.forw_lsa), None, OnEncrypted::Skip)?;
+        let mut found: Option<std::result::Result<String, ()>> = None;
+        while let Some(r) = w.next_record()? {
+            if r.trid != rec.trid {
+                continue;
+            }
+            if r.rectype == LOG_ABORT {
+                found = Some(Err(()));
+                break;
+            }
+            if r.supplement_type() == Some(supplemental::TRAN_USER) {
+                let mut out = Vec::new();
+                let mut scratch = Vec::new();
+                self.log.payload_into(&r.undo, &mut scratch, &mut out)?;
+                found = Some(Ok(String::from_utf8_lossy(&out).into_owned()));
+                break;
+            }
+        }
+        let txn = self.txns.get_mut(&rec.trid).expect("transaction opened");
+        match found {
+            Some(Ok(u)) => {
+                txn.user = Some(Arc::from(u.as_str()));
+                Ok(true)
+            }
+            Some(Err(())) => {
+                txn.ignored = true;
+                Ok(false)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn push_event(&mut self, e: Event) -> Result<()> {
+        if !self.opts.committed_only {
+            self.ready.push_back(e);
+            return Ok(());
+        }
+        let w = e.weight();
+        let txn = self.txns.get_mut(&e.trid).expect("transaction opened");
+        txn.events.push(e);
+        txn.bytes += w;
+        self.buffered += w;
+        self.stats.peak_buffered_bytes = self.stats.peak_buffered_bytes.max(self.buffered);
+        if self.buffered > self.opts.memory_limit {
+            self.spill_largest()?;
+        }
+        Ok(())
+    }
+
+    /// Moves the buffered events of the largest transaction to its spill file.
+    fn spill_largest(&mut self) -> Result<()> {
+        let Some((&trid, _)) = self.txns.iter().max_by_key(|(_, t)| t.bytes) else { return Ok(()) };
+        let txn = self.txns.get_mut(&trid).unwrap();
+        if txn.events.is_empty() {
+            return Ok(());
+        }
+        let io = |e: std::io::Error| LogError::Io { file: "spill file".into(), msg: e.to_string() };
+        if txn.spill.is_none() {
+            let file = tempfile::tempfile().map_err(io)?;
+            txn.spill = Some(Spill { file: BufWriter::with_capacity(1 << 20, file), count: 0 });
+        }
+        let spill = txn.spill.as_mut().unwrap();
+        for e in txn.events.drain(..) {
+            write_event(&mut spill.file, &e).map_err(io)?;
+            spill.count += 1;
+            self.stats.spilled_events += 1;
+        }
+        spill.file.flush().map_err(io)?;
+        self.buffered -= txn.bytes;
+        txn.bytes = 0;
+        txn.events.shrink_to_fit();
+        Ok(())
+    }
+}
+
+/// A start LSA must be where a record starts: one of the records that start on its page.
+pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
+    if lsa.pageid < log.first_pageid {
+        return Err(LogError::MissingArchive {
+            file: log.set_name(),
+            lsa: Some(lsa),
+            msg: format!(
+                "LSA {lsa} lies before the oldest page of the set ({}): its archive is not available",
+                log.first_pageid
+            ),
+        });
+    }
+    let page = match log.fetch(lsa.pageid) {
+        Fetch::Ok(p) => p,
+        other => return Err(log.fetch_error(other, lsa.pageid, lsa)),
+    };
+    let area = log.area_size();
+    let mut off = page.header.offset;
+    let mut steps = 0;
+    while off >= 0 && (off as usize) + 32 <= area && steps < area {
+        if off == lsa.offset {
+            return Ok(());
+        }
+        if off > lsa.offset {
+            break;
+        }
+        let at = PAGE_HEADER_SIZE + off as usize + 16;
+        let forw = Lsa::from_le_bytes(page.bytes[at..at + 8].try_into().unwrap());
+        if forw.is_null() || forw.pageid != lsa.pageid || forw.offset <= off {
+            break;
+        }
+        off = forw.offset;
+        steps += 1;
+    }
+    Err(LogError::InvalidArgument { msg: format!("no record starts at LSA {lsa}") })
+}
+
+// --- spill file format: one event after another, little-endian, length-prefixed fields ---
+
+fn put_bytes(w: &mut impl Write, b: &[u8]) -> std::io::Result<()> {
+    w.write_all(&(b.len() as u32).to_le_bytes())?;
+    w.write_all(b)
+}
+
+fn put_opt_bytes(w: &mut impl Write, b: Option<&[u8]>) -> std::io::Result<()> {
+    match b {
+        Some(b) => {
+            w.write_all(&[1])?;
+            put_bytes(w, b)
+        }
+        None => w.write_all(&[0]),
+    }
+}
+
+fn put_opt_u64(w: &mut impl Write, v: Option<u64>) -> std::io::Result<()> {
+    match v {
+        Some(v) => {
+            w.write_all(&[1])?;
+            w.write_all(&v.to_le_bytes())
+        }
+        None => w.write_all(&[0]),
+    }
+}
+
+fn put_image(w: &mut impl Write, i: Option<&Image>) -> std::io::Result<()> {
+    match i {
+        Some(i) => {
+            w.write_all(&[1])?;
+            w.write_all(&i.rec_type.to_le_bytes())?;
+            put_bytes(w, &i.row)
+        }
+        None => w.write_all(&[0]),
+    }
+}
+
+fn write_event(w: &mut impl Write, e: &Event) -> std::io::Result<()> {
+    w.write_all(&e.lsa.to_raw().to_le_bytes())?;
+    w.write_all(&e.trid.to_le_bytes())?;
+    w.write_all(&[e.op.index(), e.trigger as u8])?;
+    put_opt_bytes(w, e.user.as_deref().map(str::as_bytes))?;
+    put_opt_u64(w, e.class_oid.map(Oid::to_cdc))?;
+    put_opt_u64(w, e.row_oid.map(Oid::to_cdc))?;
+    put_image(w, e.before.as_ref())?;
+    put_image(w, e.after.as_ref())?;
+    match &e.ddl {
+        Some(d) => {
+            w.write_all(&[1])?;
+            w.write_all(&d.ddl_type.to_le_bytes())?;
+            w.write_all(&d.object_type.to_le_bytes())?;
+            w.write_all(&d.class_oid.to_cdc().to_le_bytes())?;
+            w.write_all(&d.object_oid.to_cdc().to_le_bytes())?;
+            put_bytes(w, d.statement.as_bytes())?;
+        }
+        None => w.write_all(&[0])?,
+    }
+    put_opt_u64(w, e.time.map(|t| t as u64))?;
+    put_opt_bytes(w, e.error.as_deref().map(str::as_bytes))
+}
+
+fn get<const N: usize>(r: &mut impl Read) -> std::io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    r.read_exact(&mut b)?;
+    Ok(b)
+}
+
+fn get_bytes(r: &mut impl Read) -> std::io::Result<Vec<u8>> {
+    let n = u32::from_le_bytes(get::<4>(r)?) as usize;
+    let mut b = vec![0u8; n];
+    r.read_exact(&mut b)?;
+    Ok(b)
+}
+
+fn get_flag(r: &mut impl Read) -> std::io::Result<bool> {
+    Ok(get::<1>(r)?[0] != 0)
+}
+
+fn get_opt_u64(r: &mut impl Read) -> std::io::Result<Option<u64>> {
+    Ok(if get_flag(r)? { Some(u64::from_le_bytes(get::<8>(r)?)) } else { None })
+}
+
+fn get_image(r: &mut impl Read) -> std::io::Result<Option<Image>> {
+    if !get_flag(r)? {
+        return Ok(None);
+    }
+    let rec_type = i16::from_le_bytes(get::<2>(r)?);
+    Ok(Some(Image { rec_type, row: get_bytes(r)? }))
+}
+
+fn string(b: Vec<u8>) -> String {
+    String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+fn read_event(r: &mut impl Read) -> std::io::Result<Event> {
+    let lsa = Lsa::from_raw(u64::from_le_bytes(get::<8>(r)?));
+    let trid = i32::from_le_bytes(get::<4>(r)?);
+    let [op, trigger] = get::<2>(r)?;
+    let mut e = Event::new(lsa, trid, Op::ALL[op as usize % Op::ALL.len()]);
+    e.trigger = trigger != 0;
+    e.user = if get_flag(r)? { Some(Arc::from(string(get_bytes(r)?).as_str())) } else { None };
+    e.class_oid = get_opt_u64(r)?.map(Oid::from_cdc);
+    e.row_oid = get_opt_u64(r)?.map(Oid::from_cdc);
+    e.before = get_image(r)?;
+    e.after = get_image(r)?;
+    if get_flag(r)? {
+        let ddl_type = i32::from_le_bytes(get::<4>(r)?);
+        let object_type = i32::from_le_bytes(get::<4>(r)?);
+        let class_oid = Oid::from_cdc(u64::from_le_bytes(get::<8>(r)?));
+        let object_oid = Oid::from_cdc(u64::from_le_bytes(get::<8>(r)?));
+        let statement = string(get_bytes(r)?);
+        e.ddl = Some(DdlSupplement { ddl_type, object_type, class_oid, object_oid, statement });
+    }
+    e.time = get_opt_u64(r)?.map(|t| t as i64);
+    e.error = if get_flag(r)? { Some(string(get_bytes(r)?)) } else { None };
+    Ok(e)
+}
+
+/// Time to LSA, as CUBRID's `cdc_find_lsa` does it: the first commit, abort or HA-state record
+/// with a time at or after `time` (seconds). Returns the LSA and whether no such record exists
+/// (then the LSA is where the log ends: nothing happened at or after that time).
+pub fn find_lsa(log: &Arc<LogSet>, time: i64) -> Result<(Lsa, bool)> {
+    let mut w = Walker::new(log.clone(), None, None, OnEncrypted::Skip)?;
+    while let Some(r) = w.next_record()? {
+        if matches!(r.rectype, LOG_COMMIT | LOG_ABORT | LOG_DUMMY_HA_SERVER_STATE) && r.at_time().is_some_and(|t| t >= time)
+        {
+            return Ok((r.lsa, false));
+        }
+    }
+    Ok((w.end_lsa.or(w.last_lsa).unwrap_or(Lsa::new(log.first_pageid, 0)), true))
+}
+
+/// The oldest archive a reader restarting at `restart_lsa` still needs: archives with smaller
+/// numbers can be deleted (CUBRID's `cdc_min_log_pageid_to_keep`, at archive granularity).
+/// `None` when the set holds neither archives nor an active header that counts them.
+pub fn min_archive_needed(log: &LogSet, restart_lsa: Lsa) -> Option<i64> {
+    if let Some(a) = log.archives.iter().find(|a| a.contains(restart_lsa.pageid)) {
+        return Some(a.num);
+    }
+    let h = log.header()?;
+    if restart_lsa.pageid >= h.nxarv_pageid {
+        return Some(h.nxarv_num as i64);
+    }
+    // Below the archives of the set: the oldest one given is still needed.
+    log.archives.first().map(|a| a.num)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undone_ranges_merge_and_test_exclusively() {
+        let l = |p, o| Lsa::new(p, o);
+        let r = merge_ranges(vec![(l(5, 0), l(9, 0)), (Lsa::NULL, l(2, 0)), (l(8, 0), l(12, 0))]);
+        assert_eq!(r.len(), 2);
+        assert!(undone(&r, l(1, 0)));
+        assert!(!undone(&r, l(2, 0)));
+        assert!(!undone(&r, l(5, 0)));
+        assert!(undone(&r, l(11, 8)));
+        assert!(!undone(&r, l(12, 0)));
+    }
+
+    #[test]
+    fn spill_round_trip() {
+        let mut e = Event::new(Lsa::new(7, 64), 42, Op::Update);
+        e.user = Some(Arc::from("DBA"));
+        e.class_oid = Some(Oid { pageid: 229, slotid: 1, volid: 0 });
+        e.before = Some(Image { rec_type: 2, row: vec![1, 2, 3] });
+        e.after = Some(Image { rec_type: 5, row: vec![9; 5000] });
+        e.ddl = Some(DdlSupplement {
+            ddl_type: 1,
+            object_type: 2,
+            class_oid: Oid { pageid: -1, slotid: 0, volid: 0 },
+            object_oid: Oid { pageid: 3, slotid: 4, volid: 0 },
+            statement: "alter".into(),
+        });
+        e.time = Some(1_700_000_000);
+        e.error = Some("why".into());
+        let mut buf = Vec::new();
+        write_event(&mut buf, &e).unwrap();
+        write_event(&mut buf, &Event::new(Lsa::new(8, 0), 1, Op::Insert)).unwrap();
+        let mut r = &buf[..];
+        assert_eq!(read_event(&mut r).unwrap(), e);
+        assert_eq!(read_event(&mut r).unwrap(), Event::new(Lsa::new(8, 0), 1, Op::Insert));
+    }
+}

@@ -1,0 +1,182 @@
+//! Change events as Arrow batches.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int32Builder, Int8Builder, StringBuilder, TimestampSecondBuilder,
+    UInt32Builder, UInt64Builder,
+};
+use arrow_array::types::Int8Type;
+use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+use crate::changes::{ChangeReader, Event, Op};
+use crate::error::Result;
+
+fn ts() -> DataType {
+    DataType::Timestamp(TimeUnit::Second, Some("UTC".into()))
+}
+
+/// The schema of `read_changes()`.
+pub fn changes_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("lsa", DataType::UInt64, false),
+        Field::new("commit_lsa", DataType::UInt64, true),
+        Field::new("commit_time", ts(), true),
+        Field::new("trid", DataType::Int32, false),
+        Field::new("txn_seq", DataType::UInt32, false),
+        Field::new("user", DataType::Utf8, true),
+        Field::new("op", DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8)), false),
+        Field::new("trigger", DataType::Boolean, false),
+        Field::new("class_oid", DataType::UInt64, true),
+        Field::new("row_oid", DataType::UInt64, true),
+        Field::new("table", DataType::Utf8, true),
+        Field::new("before_image", DataType::Binary, true),
+        Field::new("after_image", DataType::Binary, true),
+        Field::new("ddl_type", DataType::Int8, true),
+        Field::new("object_type", DataType::Int8, true),
+        Field::new("object_oid", DataType::UInt64, true),
+        Field::new("statement", DataType::Utf8, true),
+        Field::new("time", ts(), true),
+        Field::new("error", DataType::Utf8, true),
+    ]))
+}
+
+/// Fills the columns of `read_changes()` one event at a time.
+pub struct ChangesBuilder {
+    schema: SchemaRef,
+    ops: ArrayRef,
+    lsa: UInt64Builder,
+    commit_lsa: UInt64Builder,
+    commit_time: TimestampSecondBuilder,
+    trid: Int32Builder,
+    seq: UInt32Builder,
+    user: StringBuilder,
+    op: Int8Builder,
+    trigger: BooleanBuilder,
+    class_oid: UInt64Builder,
+    row_oid: UInt64Builder,
+    table: StringBuilder,
+    before: BinaryBuilder,
+    after: BinaryBuilder,
+    ddl_type: Int8Builder,
+    object_type: Int8Builder,
+    object_oid: UInt64Builder,
+    statement: StringBuilder,
+    time: TimestampSecondBuilder,
+    error: StringBuilder,
+}
+
+impl Default for ChangesBuilder {
+    fn default() -> Self {
+        ChangesBuilder {
+            schema: changes_schema(),
+            ops: Arc::new(StringArray::from_iter_values(Op::ALL.iter().map(|o| o.as_str()))),
+            lsa: UInt64Builder::new(),
+            commit_lsa: UInt64Builder::new(),
+            commit_time: TimestampSecondBuilder::new().with_timezone("UTC"),
+            trid: Int32Builder::new(),
+            seq: UInt32Builder::new(),
+            user: StringBuilder::new(),
+            op: Int8Builder::new(),
+            trigger: BooleanBuilder::new(),
+            class_oid: UInt64Builder::new(),
+            row_oid: UInt64Builder::new(),
+            table: StringBuilder::new(),
+            before: BinaryBuilder::new(),
+            after: BinaryBuilder::new(),
+            ddl_type: Int8Builder::new(),
+            object_type: Int8Builder::new(),
+            object_oid: UInt64Builder::new(),
+            statement: StringBuilder::new(),
+            time: TimestampSecondBuilder::new().with_timezone("UTC"),
+            error: StringBuilder::new(),
+        }
+    }
+}
+
+impl ChangesBuilder {
+    pub fn len(&self) -> usize {
+        self.lsa.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn append(&mut self, e: &Event) {
+        self.lsa.append_value(e.lsa.to_key());
+        self.commit_lsa.append_option(e.commit_lsa.map(|l| l.to_key()));
+        self.commit_time.append_option(e.commit_time);
+        self.trid.append_value(e.trid);
+        self.seq.append_value(e.txn_seq);
+        self.user.append_option(e.user.as_deref());
+        self.op.append_value(e.op.index() as i8);
+        self.trigger.append_value(e.trigger);
+        self.class_oid.append_option(e.class_oid.map(|o| o.to_cdc()));
+        self.row_oid.append_option(e.row_oid.map(|o| o.to_cdc()));
+        self.table.append_null();
+        self.before.append_option(e.before.as_ref().map(|i| &i.row[..]));
+        self.after.append_option(e.after.as_ref().map(|i| &i.row[..]));
+        match &e.ddl {
+            Some(d) => {
+                self.ddl_type.append_value(d.ddl_type as i8);
+                self.object_type.append_value(d.object_type as i8);
+                self.object_oid.append_value(d.object_oid.to_cdc());
+                self.statement.append_value(&d.statement);
+            }
+            None => {
+                self.ddl_type.append_null();
+                self.object_type.append_null();
+                self.object_oid.append_null();
+                self.statement.append_null();
+            }
+        }
+        self.time.append_option(e.time);
+        self.error.append_option(e.error.as_deref());
+    }
+
+    pub fn finish(&mut self) -> RecordBatch {
+        let op = DictionaryArray::<Int8Type>::try_new(self.op.finish(), self.ops.clone()).expect("op keys in range");
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(self.lsa.finish()),
+            Arc::new(self.commit_lsa.finish()),
+            Arc::new(self.commit_time.finish()),
+            Arc::new(self.trid.finish()),
+            Arc::new(self.seq.finish()),
+            Arc::new(self.user.finish()),
+            Arc::new(op),
+            Arc::new(self.trigger.finish()),
+            Arc::new(self.class_oid.finish()),
+            Arc::new(self.row_oid.finish()),
+            Arc::new(self.table.finish()),
+            Arc::new(self.before.finish()),
+            Arc::new(self.after.finish()),
+            Arc::new(self.ddl_type.finish()),
+            Arc::new(self.object_type.finish()),
+            Arc::new(self.object_oid.finish()),
+            Arc::new(self.statement.finish()),
+            Arc::new(self.time.finish()),
+            Arc::new(self.error.finish()),
+        ];
+        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+}
+
+/// Reads up to `max_rows` events into one batch; `None` once the stream is over.
+pub fn next_changes_batch(
+    reader: &mut ChangeReader,
+    builder: &mut ChangesBuilder,
+    max_rows: usize,
+) -> Result<Option<RecordBatch>> {
+    while builder.len() < max_rows {
+        match reader.next_event()? {
+            Some(e) => builder.append(&e),
+            None => break,
+        }
+    }
+    if builder.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(builder.finish()))
+}

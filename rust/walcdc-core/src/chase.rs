@@ -1,0 +1,324 @@
+//! The CDC chase: from the undo/redo LSAs of a DML supplemental record to the data records that
+//! hold the row's before and after images, and the images rebuilt as the heap holds them.
+
+use crate::error::{LogError, Result};
+use crate::logset::LogSet;
+use crate::lsa::Lsa;
+use crate::rcvindex::*;
+use crate::record::Record;
+use crate::rectype::*;
+use crate::supplemental::{self, DmlKind, DmlSupplement, Oid};
+
+pub const REC_UNKNOWN: i16 = 0;
+pub const REC_ASSIGN_ADDRESS: i16 = 1;
+pub const REC_HOME: i16 = 2;
+pub const REC_NEWHOME: i16 = 3;
+pub const REC_RELOCATION: i16 = 4;
+pub const REC_BIGONE: i16 = 5;
+
+const RVOVF_NEWPAGE_LINK: i32 = 55;
+const RVOVF_CHANGE_LINK: i32 = 57;
+/// Bit the heap manager may OR into a heap record's slot id (`HEAP_RV_FLAG_VACUUM_STATUS_CHANGE`).
+const SLOT_FLAGS: i16 = 0x8000u16 as i16;
+/// A heap operation's records lie close together; a walk that has not found its record after
+/// this many steps of the transaction's chain gives up.
+const MAX_OPERATION_STEPS: usize = 1 << 16;
+
+/// A heap record image: its slot record type and the record bytes (header included).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    /// `REC_HOME`, `REC_NEWHOME`, ...; `REC_BIGONE` for a row reassembled from overflow pages.
+    pub rec_type: i16,
+    pub row: Vec<u8>,
+}
+
+impl Image {
+    fn from_recdes(payload: &[u8], at: Lsa, log: &LogSet) -> Result<Image> {
+        if payload.len() < 2 {
+            return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
+        }
+        Ok(Image { rec_type: i16::from_le_bytes([payload[0], payload[1]]), row: payload[2..].to_vec() })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Before,
+    After,
+}
+
+fn wrong_kind(log: &LogSet, rec: &Record, side: Side, from: Lsa) -> LogError {
+    LogError::corrupt(
+        &log.set_name(),
+        rec.lsa,
+        format!(
+            "the supplemental record at {from} points here for a {} image, but {} {} holds none",
+            if side == Side::Before { "before" } else { "after" },
+            rec.type_name(),
+            rec.rcvindex().and_then(rcvindex_name).unwrap_or("(no rcvindex)")
+        ),
+    )
+}
+
+/// The undo (before) or redo (after) part of a record, unzipped, DIFF rebuilt.
+fn part(log: &LogSet, rec: &Record, side: Side) -> Result<Vec<u8>> {
+    let (mut undo, mut redo) = (Vec::new(), Vec::new());
+    match side {
+        Side::Before => {
+            let mut scratch = Vec::new();
+            log.payload_into(&rec.undo, &mut scratch, &mut undo)?;
+            Ok(undo)
+        }
+        Side::After => {
+            log.images(rec, &mut undo, &mut redo)?;
+            Ok(redo)
+        }
+    }
+}
+
+/// MVCC insert redo images omit the insert id: `[type][W][CHN][body]`. Rebuild the record header
+/// with the log record's MVCCID so that the image is the row as the heap holds it.
+fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Image> {
+    let img = Image::from_recdes(payload, rec.lsa, log)?;
+    if img.rec_type == REC_BIGONE || img.rec_type == REC_ASSIGN_ADDRESS {
+        return Ok(img);
+    }
+    if img.row.len() < 8 {
+        return Err(LogError::corrupt(&log.set_name(), rec.lsa, "MVCC insert image shorter than its header"));
+    }
+    let word = u32::from_be_bytes(img.row[0..4].try_into().unwrap());
+    let flags = (word >> 24) & 0x1F;
+    let mut row = Vec::with_capacity(img.row.len() + 24);
+    row.extend_from_slice(&img.row[0..8]);
+    if flags & 0x01 != 0 {
+        row.extend_from_slice(&rec.mvccid().unwrap_or(0).to_be_bytes());
+    }
+    if flags & 0x02 != 0 {
+        row.extend_from_slice(&[0u8; 8]);
+    }
+    if flags & 0x04 != 0 {
+        row.extend_from_slice(&[0u8; 8]);
+    }
+    row.extend_from_slice(&img.row[8..]);
+    Ok(Image { rec_type: img.rec_type, row })
+}
+
+/// The image a supplemental record's LSA leads to (§7.3 of the format notes).
+fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
+    let rec = log.record_at(at)?;
+    let rcv = rec.rcvindex();
+    let t = rec.rectype;
+    let undoredo = t == LOG_UNDOREDO_DATA || t == LOG_DIFF_UNDOREDO_DATA;
+    let mvcc_undoredo = t == LOG_MVCC_UNDOREDO_DATA || t == LOG_MVCC_DIFF_UNDOREDO_DATA;
+    match side {
+        Side::Before => match (t, rcv) {
+            (LOG_SUPPLEMENTAL_INFO, _) if rec.supplement_type() == Some(supplemental::UNDO_RECORD) => {
+                Image::from_recdes(&part(log, &rec, Side::Before)?, at, log)
+            }
+            (_, Some(RVHF_MVCC_DELETE_MODIFY_HOME | RVHF_UPDATE_NOTIFY_VACUUM)) if mvcc_undoredo => {
+                Image::from_recdes(&part(log, &rec, side)?, at, log)
+            }
+            (_, Some(RVHF_DELETE | RVHF_UPDATE)) if undoredo => Image::from_recdes(&part(log, &rec, side)?, at, log),
+            (LOG_UNDO_DATA, Some(RVHF_MVCC_UPDATE_OVERFLOW)) => Image::from_recdes(&part(log, &rec, side)?, at, log),
+            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(log, &rec, side),
+            (LOG_UNDO_DATA | LOG_REDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
+            _ => Err(wrong_kind(log, &rec, side, from)),
+        },
+        Side::After => match (t, rcv) {
+            (_, Some(RVHF_MVCC_INSERT)) if mvcc_undoredo => rebuild_mvcc_insert(log, &rec, &part(log, &rec, side)?),
+            (_, Some(RVHF_UPDATE_NOTIFY_VACUUM)) if mvcc_undoredo => {
+                Image::from_recdes(&part(log, &rec, side)?, at, log)
+            }
+            (_, Some(RVHF_INSERT | RVHF_INSERT_NEWHOME | RVHF_UPDATE)) if undoredo => {
+                Image::from_recdes(&part(log, &rec, side)?, at, log)
+            }
+            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(log, &rec, side),
+            (LOG_REDO_DATA, Some(RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
+            (LOG_UNDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
+            _ => Err(wrong_kind(log, &rec, side, from)),
+        },
+    }
+}
+
+/// Rebuilds a multi-page (overflow) row from its page images, walking the transaction's chain
+/// back from `start` to the `LOG_DUMMY_OVF_RECORD` that precedes the first page.
+fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
+    let is_redo = side == Side::After;
+    let mut rcv = start.rcvindex().unwrap_or(-1);
+    let trid = start.trid;
+    let mut cur = start.lsa;
+    // A page record of the other direction is not itself an image of the wanted side.
+    let opposite_page = rcv == RVOVF_PAGE_UPDATE
+        && ((start.rectype == LOG_UNDO_DATA && is_redo) || (start.rectype == LOG_REDO_DATA && !is_redo));
+    if opposite_page || rcv == RVOVF_CHANGE_LINK || rcv == RVOVF_NEWPAGE_LINK {
+        cur = start.prev_tranlsa;
+        if rcv == RVOVF_CHANGE_LINK || rcv == RVOVF_NEWPAGE_LINK {
+            rcv = RVOVF_PAGE_UPDATE;
+        }
+    }
+    let corrupt = |at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut steps = 0usize;
+    let mut last = Lsa::new(i64::MAX >> 16, 0);
+    while !cur.is_null() {
+        steps += 1;
+        if steps > MAX_OPERATION_STEPS || cur >= last {
+            return Err(corrupt(start.lsa, format!("overflow chain from {} does not end", start.lsa)));
+        }
+        last = cur;
+        let h = log.record_at(cur)?;
+        if h.trid != trid || h.rectype == LOG_DUMMY_OVF_RECORD {
+            if !is_redo && h.rectype == LOG_DUMMY_OVF_RECORD && !h.prev_tranlsa.is_null() {
+                // The first page's before image is logged just before the marker.
+                let first = log.record_at(h.prev_tranlsa)?;
+                if first.rcvindex() == Some(rcv) {
+                    parts.push(part(log, &first, Side::Before)?);
+                }
+            }
+            break;
+        }
+        let page_record = if is_redo {
+            h.rectype == LOG_REDO_DATA || h.rectype == LOG_MVCC_REDO_DATA
+        } else {
+            h.rectype == LOG_UNDO_DATA || h.rectype == LOG_MVCC_UNDO_DATA
+        };
+        if page_record {
+            if h.rcvindex() != Some(rcv) {
+                return Err(corrupt(
+                    h.lsa,
+                    format!("overflow chain from {} meets a page record of another kind ({:?})", start.lsa, h.rcvindex()),
+                ));
+            }
+            let mut scratch = Vec::new();
+            let mut p = Vec::new();
+            log.payload_into(if is_redo { &h.redo } else { &h.undo }, &mut scratch, &mut p)?;
+            parts.push(p);
+        }
+        cur = h.prev_tranlsa;
+    }
+    parts.reverse();
+    let Some(first) = parts.first() else {
+        return Err(corrupt(start.lsa, "overflow chain holds no page image".into()));
+    };
+    if first.len() < 12 {
+        return Err(corrupt(start.lsa, "first overflow page image shorter than its 12-byte header".into()));
+    }
+    let length = i32::from_le_bytes(first[8..12].try_into().unwrap());
+    let mut row = first[12..].to_vec();
+    for p in &parts[1..] {
+        if p.len() < 8 {
+            return Err(corrupt(start.lsa, "overflow page image shorter than its 8-byte header".into()));
+        }
+        row.extend_from_slice(&p[8..]);
+    }
+    if length < 0 || length as usize > row.len() {
+        return Err(corrupt(
+            start.lsa,
+            format!("overflow row says {length} bytes, its pages in the log hold {}", row.len()),
+        ));
+    }
+    row.truncate(length as usize);
+    Ok(Image { rec_type: REC_BIGONE, row })
+}
+
+/// After an update moved a row (the home slot's new image is a forwarding record), find the
+/// new image written just before: the `RVHF_INSERT_NEWHOME` record or the new overflow pages.
+fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
+    let rec = log.record_at(home)?;
+    let mut cur = rec.prev_tranlsa;
+    for _ in 0..MAX_OPERATION_STEPS {
+        if cur.is_null() {
+            break;
+        }
+        let h = log.record_at(cur)?;
+        if h.trid != rec.trid || h.rectype == LOG_SUPPLEMENTAL_INFO {
+            break;
+        }
+        match h.rcvindex() {
+            Some(RVHF_INSERT_NEWHOME) => return Ok(Some(Image::from_recdes(&part(log, &h, Side::After)?, h.lsa, log)?)),
+            Some(RVOVF_NEWPAGE_INSERT) if h.rectype == LOG_REDO_DATA => return overflow_row(log, &h, Side::After).map(Some),
+            _ => {}
+        }
+        cur = h.prev_tranlsa;
+    }
+    Ok(None)
+}
+
+/// What the chase of one DML supplemental record found.
+#[derive(Clone, Debug, Default)]
+pub struct Chased {
+    pub before: Option<Image>,
+    pub after: Option<Image>,
+    /// The heap record the change touched (its home slot), when the log names it.
+    pub row_oid: Option<Oid>,
+    /// The update's before image is an OID reservation: CUBRID reports it as an insert.
+    pub assign_address: bool,
+}
+
+/// Follows a DML supplemental record at `at` to its images. `want_before` / `want_after` limit
+/// the work to the images the caller keeps.
+pub fn chase(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement, want_before: bool, want_after: bool) -> Result<Chased> {
+    let mut out = Chased::default();
+    let need_undo = dml.kind != DmlKind::Insert;
+    let need_redo = dml.kind != DmlKind::Delete;
+    let missing = |what: &str| {
+        LogError::corrupt(&log.set_name(), at, format!("{:?} supplemental record without its {what} LSA", dml.kind))
+    };
+    if need_undo {
+        let u = dml.undo_lsa.ok_or_else(|| missing("undo"))?;
+        // The update of an OID reservation is reported as an insert: its before image decides.
+        if want_before || dml.kind == DmlKind::Update {
+            let img = image_at(log, u, Side::Before, at)?;
+            out.assign_address = dml.kind == DmlKind::Update && img.rec_type == REC_ASSIGN_ADDRESS;
+            if want_before && !out.assign_address {
+                out.before = Some(img);
+            }
+        }
+    }
+    if need_redo && want_after {
+        let r = dml.redo_lsa.ok_or_else(|| missing("redo"))?;
+        let mut img = image_at(log, r, Side::After, at)?;
+        if img.rec_type == REC_RELOCATION || (img.rec_type == REC_BIGONE && img.row.len() == 8) {
+            if let Some(moved) = follow_forwarding(log, r)? {
+                img = moved;
+            }
+        }
+        out.after = Some(img);
+    }
+    out.row_oid = row_oid(log, at, trid, dml)?;
+    Ok(out)
+}
+
+/// The home slot a DML changed: the heap record of the operation, found by walking the
+/// transaction's chain back from the supplemental record through the operation's records.
+fn row_oid(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Option<Oid>> {
+    let home: &[i32] = match dml.kind {
+        DmlKind::Insert => &[RVHF_MVCC_INSERT, RVHF_INSERT],
+        DmlKind::Update => &[RVHF_UPDATE_NOTIFY_VACUUM, RVHF_UPDATE, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME],
+        DmlKind::Delete => &[RVHF_MVCC_DELETE_REC_HOME, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME, RVHF_DELETE],
+    };
+    let supp = log.record_at(at)?;
+    let mut cur = supp.prev_tranlsa;
+    for _ in 0..MAX_OPERATION_STEPS {
+        if cur.is_null() {
+            return Ok(None);
+        }
+        let h = log.record_at(cur)?;
+        if h.trid != trid {
+            return Ok(None);
+        }
+        // The previous operation's supplemental record ends this operation's records.
+        if h.rectype == LOG_SUPPLEMENTAL_INFO
+            && !matches!(h.supplement_type(), Some(supplemental::UNDO_RECORD | supplemental::TRAN_USER))
+        {
+            return Ok(None);
+        }
+        if let (Some(rcv), Some((volid, pageid, offset))) = (h.rcvindex(), h.data_page()) {
+            if home.contains(&rcv) && h.rectype != LOG_COMPENSATE {
+                return Ok(Some(Oid { pageid, slotid: offset & !SLOT_FLAGS, volid }));
+            }
+        }
+        cur = h.prev_tranlsa;
+    }
+    Ok(None)
+}
