@@ -399,7 +399,11 @@ impl ChangeReader {
             Some(e) => self.last_commit.filter(|&l| l < e.commit_lsa),
             None => self.last_commit,
         };
-        Cursor { db_creation: self.log.db_creation, restart_lsa, last_commit_lsa: last_commit.or(self.skip_commits_upto) }
+        Cursor {
+            db_creation: self.log.db_creation,
+            restart_lsa,
+            last_commit_lsa: last_commit.or(self.skip_commits_upto),
+        }
     }
 
     fn wants(&self, op: Op) -> bool {
@@ -993,7 +997,8 @@ fn read_event(r: &mut impl Read) -> std::io::Result<Event> {
 pub fn find_lsa(log: &Arc<LogSet>, time: i64) -> Result<(Lsa, bool)> {
     let mut w = Walker::new(log.clone(), None, None, OnEncrypted::Skip)?;
     while let Some(r) = w.next_record()? {
-        if matches!(r.rectype, LOG_COMMIT | LOG_ABORT | LOG_DUMMY_HA_SERVER_STATE) && r.at_time().is_some_and(|t| t >= time)
+        if matches!(r.rectype, LOG_COMMIT | LOG_ABORT | LOG_DUMMY_HA_SERVER_STATE)
+            && r.at_time().is_some_and(|t| t >= time)
         {
             return Ok((r.lsa, false));
         }

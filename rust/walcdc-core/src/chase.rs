@@ -186,7 +186,11 @@ fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
             if h.rcvindex() != Some(rcv) {
                 return Err(corrupt(
                     h.lsa,
-                    format!("overflow chain from {} meets a page record of another kind ({:?})", start.lsa, h.rcvindex()),
+                    format!(
+                        "overflow chain from {} meets a page record of another kind ({:?})",
+                        start.lsa,
+                        h.rcvindex()
+                    ),
                 ));
             }
             let mut scratch = Vec::new();
@@ -235,8 +239,12 @@ fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
             break;
         }
         match h.rcvindex() {
-            Some(RVHF_INSERT_NEWHOME) => return Ok(Some(Image::from_recdes(&part(log, &h, Side::After)?, h.lsa, log)?)),
-            Some(RVOVF_NEWPAGE_INSERT) if h.rectype == LOG_REDO_DATA => return overflow_row(log, &h, Side::After).map(Some),
+            Some(RVHF_INSERT_NEWHOME) => {
+                return Ok(Some(Image::from_recdes(&part(log, &h, Side::After)?, h.lsa, log)?))
+            }
+            Some(RVOVF_NEWPAGE_INSERT) if h.rectype == LOG_REDO_DATA => {
+                return overflow_row(log, &h, Side::After).map(Some)
+            }
             _ => {}
         }
         cur = h.prev_tranlsa;
@@ -257,7 +265,14 @@ pub struct Chased {
 
 /// Follows a DML supplemental record at `at` to its images. `want_before` / `want_after` limit
 /// the work to the images the caller keeps.
-pub fn chase(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement, want_before: bool, want_after: bool) -> Result<Chased> {
+pub fn chase(
+    log: &LogSet,
+    at: Lsa,
+    trid: i32,
+    dml: &DmlSupplement,
+    want_before: bool,
+    want_after: bool,
+) -> Result<Chased> {
     let mut out = Chased::default();
     let need_undo = dml.kind != DmlKind::Insert;
     let need_redo = dml.kind != DmlKind::Delete;
@@ -294,8 +309,12 @@ pub fn chase(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement, want_before:
 fn row_oid(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Option<Oid>> {
     let home: &[i32] = match dml.kind {
         DmlKind::Insert => &[RVHF_MVCC_INSERT, RVHF_INSERT],
-        DmlKind::Update => &[RVHF_UPDATE_NOTIFY_VACUUM, RVHF_UPDATE, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME],
-        DmlKind::Delete => &[RVHF_MVCC_DELETE_REC_HOME, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME, RVHF_DELETE],
+        DmlKind::Update => {
+            &[RVHF_UPDATE_NOTIFY_VACUUM, RVHF_UPDATE, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME]
+        }
+        DmlKind::Delete => {
+            &[RVHF_MVCC_DELETE_REC_HOME, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME, RVHF_DELETE]
+        }
     };
     let supp = log.record_at(at)?;
     let mut cur = supp.prev_tranlsa;

@@ -305,7 +305,19 @@ impl LogSet {
             let body = &b[PAGE_HEADER_SIZE..];
             let idx = volumes.len();
             let by_name = name_role(&vol.name);
-            if body.starts_with(ACTIVE_MAGIC) && body[ACTIVE_MAGIC.len()] == 0 {
+            let is_active = body.starts_with(ACTIVE_MAGIC) && body[ACTIVE_MAGIC.len()] == 0;
+            let is_archive = body.starts_with(ARCHIVE_MAGIC) && body[ARCHIVE_MAGIC.len()] == 0;
+            if (is_active && matches!(by_name, NameRole::Archive(_))) || (is_archive && by_name == NameRole::Active) {
+                return Err(LogError::BadHeader {
+                    file: vol.name.clone(),
+                    msg: format!(
+                        "the file name says {}, the header says {}",
+                        if is_active { "archive" } else { "active volume" },
+                        if is_active { "active volume" } else { "archive" }
+                    ),
+                });
+            }
+            if is_active {
                 check_header_page(&vol, &ph)?;
                 let h = ActiveHeader::parse(&body[..ACTIVE_HEADER_SIZE]);
                 let ps = h.db_logpagesize as i64 as usize;
@@ -339,9 +351,20 @@ impl LogSet {
                         msg: format!(
                             "active volume is {} bytes, its header says {} pages of {} bytes ({} bytes)",
                             vol.len(),
-                            h.npages + 1,
+                            h.npages as i64 + 1,
                             ps,
                             want
+                        ),
+                    });
+                }
+                // Archiving and the ring never run ahead of the append position the header had.
+                let append_page = h.append_lsa.pageid;
+                if h.append_lsa.is_null() || h.nxarv_pageid > append_page + 1 || h.fpageid > append_page + 1 {
+                    return Err(LogError::BadHeader {
+                        file: vol.name.clone(),
+                        msg: format!(
+                            "implausible header: append at {}, next page to archive {}, ring starts at page {}",
+                            h.append_lsa, h.nxarv_pageid, h.fpageid
                         ),
                     });
                 }
@@ -355,7 +378,7 @@ impl LogSet {
                     });
                 }
                 active = Some(Active { vol: idx, header: h });
-            } else if body.starts_with(ARCHIVE_MAGIC) && body[ARCHIVE_MAGIC.len()] == 0 {
+            } else if is_archive {
                 check_header_page(&vol, &ph)?;
                 let a = Archive {
                     vol: idx,
@@ -702,14 +725,23 @@ fn check_header_page(vol: &Volume, ph: &PageHeader) -> Result<()> {
 fn infer_archive_page_size(volumes: &[Volume], archives: &[Archive]) -> Result<usize> {
     let a = &archives[0];
     let vol = &volumes[a.vol];
+    // A truncated archive still shows its page size: physical page 1 holds `fpageid`. Its
+    // missing tail is reported by the length check that follows.
     for ps in VALID_PAGE_SIZES {
-        if !vol.len().is_multiple_of(ps) || ((vol.len() / ps) as i64) < a.npages + 1 {
+        if vol.len() < 2 * ps {
             continue;
         }
         let p1 = PageHeader::parse(&vol.bytes()[ps..]);
         if p1.logical_pageid == a.fpageid {
             return Ok(ps);
         }
+    }
+    if vol.len() < 2 * VALID_PAGE_SIZES[0] {
+        return Err(LogError::Truncated {
+            file: vol.name.clone(),
+            lsa: None,
+            msg: format!("archive of {} bytes holds no log page", vol.len()),
+        });
     }
     Err(LogError::BadHeader {
         file: vol.name.clone(),

@@ -21,7 +21,7 @@ impl LogSet {
         }
         let off = p.start.offset as usize;
         if off + len <= area {
-            let page = self.page(p.start.pageid, p.start)?;
+            let page = self.page(p.start.pageid, p.record)?;
             let s = PAGE_HEADER_SIZE + off;
             return Ok(&page.bytes[s..s + len]);
         }
@@ -33,7 +33,7 @@ impl LogSet {
                 pageid += 1;
                 off = 0;
             }
-            let page = self.page(pageid, p.start)?;
+            let page = self.page(pageid, p.record)?;
             let k = left.min(area - off);
             scratch.extend_from_slice(&page.bytes[PAGE_HEADER_SIZE + off..PAGE_HEADER_SIZE + off + k]);
             off += k;
@@ -48,16 +48,19 @@ impl LogSet {
             return Ok(p.stored_len);
         }
         if p.stored_len < 4 {
-            return Err(LogError::corrupt(
-                &self.set_name(),
-                p.start,
-                format!("zipped payload of {} bytes has no length prefix", p.stored_len),
-            ));
+            return Err(self.payload_error(p, format!("zipped payload of {} bytes has no length prefix", p.stored_len)));
         }
         let mut scratch = Vec::new();
-        let head = Payload { start: p.start, stored_len: 4, zipped: false };
+        let head = Payload { stored_len: 4, zipped: false, ..*p };
         let b = self.stored_bytes(&head, &mut scratch)?;
-        Ok(u32::from_le_bytes(b[..4].try_into().unwrap()))
+        let orig = u32::from_le_bytes(b[..4].try_into().unwrap());
+        check_zip_prefix(orig as u64, p.stored_len as usize - 4).map_err(|m| self.payload_error(p, m))?;
+        Ok(orig)
+    }
+
+    /// A corrupt payload, reported at its record and the record's volume.
+    fn payload_error(&self, p: &Payload, msg: String) -> LogError {
+        LogError::corrupt(self.volume_name(p.record_vol as usize), p.record, format!("payload at {}: {msg}", p.start))
     }
 
     /// The payload as the engine meant it: unzipped if zipped. Written into `out`.
@@ -65,7 +68,7 @@ impl LogSet {
         let bytes = self.stored_bytes(p, scratch)?;
         out.clear();
         if p.zipped {
-            unzip_into(bytes, out).map_err(|m| LogError::corrupt(&self.set_name(), p.start, m))
+            unzip_into(bytes, out).map_err(|m| self.payload_error(p, m))
         } else {
             out.extend_from_slice(bytes);
             Ok(())
@@ -92,9 +95,7 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
     }
     let orig = u32::from_le_bytes(stored[..4].try_into().unwrap()) as u64;
     let block = &stored[4..];
-    if orig == 0 || orig > (block.len() as u64 + 1) * LZ4_MAX_RATIO {
-        return Err(format!("zipped payload claims {orig} bytes from a {}-byte LZ4 block", block.len()));
-    }
+    check_zip_prefix(orig, block.len())?;
     let start = out.len();
     out.resize(start + orig as usize, 0);
     match lz4_flex::block::decompress_into(block, &mut out[start..]) {
@@ -108,6 +109,14 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
             Err(format!("LZ4 block does not decode: {e}"))
         }
     }
+}
+
+/// A zip prefix must announce a length an LZ4 block of this size can produce.
+fn check_zip_prefix(orig: u64, block_len: usize) -> std::result::Result<(), String> {
+    if orig == 0 || orig > (block_len as u64 + 1) * LZ4_MAX_RATIO {
+        return Err(format!("zipped payload claims {orig} bytes from a {block_len}-byte LZ4 block"));
+    }
+    Ok(())
 }
 
 /// DIFF reconstruction: `redo[i] ^= undo[i]` over the common length.

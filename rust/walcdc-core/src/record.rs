@@ -16,6 +16,9 @@ const ZIP_BIT: u32 = 0x8000_0000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Payload {
     pub start: Lsa,
+    /// The record the payload belongs to, and the volume of its header (for error messages).
+    pub record: Lsa,
+    pub record_vol: u16,
     /// Bytes in the log (zip bit stripped).
     pub stored_len: u32,
     /// LZ4-compressed: `[u32 original length][LZ4 block]`.
@@ -302,9 +305,10 @@ impl LogSet {
             )));
         }
 
+        let record_vol = page.vol as u16;
         let mut place = |len: u32, zipped: bool, pos: &mut Pos| -> std::result::Result<Payload, ParseProblem> {
             if len == 0 {
-                return Ok(Payload { start: pos.lsa(), stored_len: 0, zipped });
+                return Ok(Payload { start: pos.lsa(), record: lsa, record_vol, stored_len: 0, zipped });
             }
             let start = *pos;
             let end = layout::data_end(start, len as u64, area);
@@ -313,7 +317,7 @@ impl LogSet {
             }
             checked = checked.max(end.pageid);
             *pos = layout::align(end, area);
-            Ok(Payload { start: start.lsa(), stored_len: len, zipped })
+            Ok(Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped })
         };
         let undo = place(u_len, u_zip, &mut pos)?;
         let redo = place(r_len, r_zip, &mut pos)?;
@@ -342,7 +346,17 @@ impl LogSet {
 
     /// Random access: the record at `lsa`, or a typed error.
     pub fn record_at(&self, lsa: Lsa) -> Result<Record> {
-        self.parse_record(lsa).map_err(|p| self.problem_error(p, lsa))
+        self.parse_record(lsa).map_err(|p| match p {
+            // A page the log has not reached yet: the LSA lies past the end, not in a bad log.
+            ParseProblem::Page {
+                problem: PageProblem::Absent(Absent::Overwritten { .. } | Absent::NoVolume),
+                header_page: true,
+                ..
+            } if self.header().is_some_and(|h| lsa.pageid > h.append_lsa.pageid) => {
+                LogError::InvalidArgument { msg: format!("LSA {lsa} lies beyond the end of the log") }
+            }
+            p => self.problem_error(p, lsa),
+        })
     }
 
     /// The error a parse problem means when it is not the end of the log.

@@ -211,7 +211,14 @@ impl Walker {
                     self.next = Some(rec.forw_lsa);
                     return Ok(Some(rec));
                 }
-                Err(ParseProblem::EndMarker) => return self.finish(Some(lsa), EndReason::EndMarker),
+                Err(ParseProblem::EndMarker) if beyond => return self.finish(Some(lsa), EndReason::EndMarker),
+                Err(ParseProblem::EndMarker) => {
+                    return Err(LogError::corrupt(
+                        self.log.volume_name(self.log.active.as_ref().map_or(0, |a| a.vol)),
+                        lsa,
+                        format!("an end-of-log marker before the end the header records ({})", self.must_exist_until),
+                    ));
+                }
                 Err(ParseProblem::ArchivedMarker) => {
                     self.next = Some(Lsa::new(lsa.pageid + 1, -1));
                 }

@@ -12,7 +12,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
 
-use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, Op, OnError};
+use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, OnError, Op};
 use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
 use walcdc_core::records_arrow::{next_batch, records_schema, RecordsBuilder};
 use walcdc_core::walker::{find_end, SkippedRange};
@@ -143,7 +143,6 @@ impl RecordBatches {
         self.walker.end_reason.map(|r| r.as_str())
     }
 }
-
 
 /// Iterates over batches of change events.
 #[pyclass(module = "walcdc._native")]
