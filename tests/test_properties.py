@@ -137,6 +137,8 @@ def test_written_logs_read_back_exactly(spec, data):
             assert row["back_lsa"] == (lsas[i - 1] if i else None)
             assert row["prev_tranlsa"] == last_of.get(trid)
             last_of[trid] = row["lsa"]
+            if name in ("LOG_COMMIT", "LOG_ABORT"):
+                del last_of[trid]  # a transaction ends; its trid may start another
             assert row["forw_lsa"] == (lsas[i + 1] if i + 1 < len(lsas) else out["end_lsa"])
             assert row["undo"] == undo and row["redo"] == redo
             assert row["undo_length"] == len(undo) and row["redo_length"] == len(redo)

@@ -23,13 +23,16 @@ OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
 @dataclass(frozen=True)
 class Cursor:
     """Where to resume a stream: restart the walk at ``restart_lsa`` (the first record of the
-    oldest transaction still open) and skip every commit at or before ``last_commit_lsa``.
-    Tied to its database by ``db_creation``. LSAs are order-preserving u64 (:mod:`walcdc.lsa`).
+    oldest transaction still open) and skip every commit at or before ``last_commit_lsa``;
+    ``txn_offset`` events of the next committed transaction were already emitted (a stream may
+    stop inside a large transaction). Tied to its database by ``db_creation``. LSAs are
+    order-preserving u64 (:mod:`walcdc.lsa`).
     """
 
     db_creation: int
     restart_lsa: int
     last_commit_lsa: Optional[int]
+    txn_offset: int = 0
 
     def to_json(self) -> str:
         return json.dumps(
@@ -39,6 +42,7 @@ class Cursor:
                 "last_commit_lsa": (
                     L.format_lsa(self.last_commit_lsa) if self.last_commit_lsa is not None else None
                 ),
+                "txn_offset": self.txn_offset,
             }
         )
 
@@ -48,7 +52,8 @@ class Cursor:
             d = json.loads(text)
             last = d.get("last_commit_lsa")
             restart = L.parse(d["restart_lsa"])
-            return cls(int(d["db_creation"]), restart, L.parse(last) if last else None)
+            offset = int(d.get("txn_offset", 0))
+            return cls(int(d["db_creation"]), restart, L.parse(last) if last else None, offset)
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgumentError(f"not a walcdc cursor: {text[:200]!r}") from exc
 
@@ -116,8 +121,7 @@ class ChangeStream:
     @property
     def cursor(self) -> Cursor:
         """The resume point after the events read so far."""
-        db, restart, last = self._native.cursor()
-        return Cursor(db, restart, last)
+        return Cursor(*self._native.cursor())
 
     @property
     def pending(self) -> List[Dict[str, Any]]:
@@ -222,7 +226,11 @@ def read_changes(
         users=list(users) if users is not None else None,
         ops=ops_list,
         include_trigger=include_trigger,
-        cursor=(cursor.db_creation, cursor.restart_lsa, cursor.last_commit_lsa) if cursor else None,
+        cursor=(
+            (cursor.db_creation, cursor.restart_lsa, cursor.last_commit_lsa, cursor.txn_offset)
+            if cursor
+            else None
+        ),
         memory_limit=int(memory_limit),
         on_error=on_error,
         on_encrypted=on_encrypted,

@@ -133,3 +133,192 @@ class LogWriter:
         """Writes the volumes; returns their paths, the end-of-log LSA and the record LSAs."""
         os.makedirs(directory, exist_ok=True)
         return dict(self._w.finish(os.fspath(directory)))
+
+
+# --- workloads: transactions written the way CUBRID logs them, with the changes they make ---
+
+RVHF_MVCC_INSERT = 43
+RVHF_MVCC_DELETE_REC_HOME = 44
+RVHF_UPDATE_NOTIFY_VACUUM = 49
+REC_HOME = 2
+SUPPLEMENT = {"tran_user": 0, "undo_record": 1, "ddl": 2, "insert": 3, "update": 4, "delete": 5}
+SYSOP_END_ABORT = 1
+
+
+def cdc_oid(volid: int, pageid: int, slotid: int) -> int:
+    """An OID in CUBRID's CDC API packing (the form of ``class_oid`` / ``row_oid``)."""
+    return (pageid & 0xFFFFFFFF) | ((slotid & 0xFFFF) << 32) | ((volid & 0xFFFF) << 48)
+
+
+def _native_oid(oid: int) -> bytes:
+    page = oid & 0xFFFFFFFF
+    slot = (oid >> 32) & 0xFFFF
+    vol = (oid >> 48) & 0xFFFF
+    return page.to_bytes(4, "little") + slot.to_bytes(2, "little") + vol.to_bytes(2, "little")
+
+
+def _raw_lsa(key: int) -> bytes:
+    from walcdc.lsa import to_cdc
+
+    return to_cdc(key).to_bytes(8, "little")
+
+
+def heap_row(repid: int, body: bytes, chn: int = 0) -> bytes:
+    """A heap record with the MVCC insert-id header flag set (as a fresh MVCC insert has)."""
+    word = (0x01 << 24) | (repid & 0xFFFFFF)
+    return word.to_bytes(4, "big") + chn.to_bytes(4, "big") + bytes(8) + body
+
+
+class Transaction:
+    """One transaction of a :class:`Workload`. Every method writes the records CUBRID writes
+    for it (data records, supplemental records, compensations, sysop ends) and keeps the model:
+    the events a correct reader must report if the transaction commits."""
+
+    def __init__(self, workload: Workload, trid: int, mvccid: int):
+        self.w = workload
+        self.trid = trid
+        self.mvccid = mvccid
+        self.last: Optional[int] = None  # the transaction's last record (its prev_tranlsa chain)
+        self.undoable: list = []  # (lsa, prev_tranlsa, rcvindex, page, slot) not compensated
+        self.events: list = []  # (lsa, event dict) of changes not undone
+        self.has_supplemental = False
+        self.done = False
+
+    def _append(self, rectype, **kw) -> int:
+        lsa = self.w.writer.append(self.trid, rectype, **kw)
+        self.last = lsa
+        return lsa
+
+    def _supplement(self, kind: str, payload: bytes) -> int:
+        if not self.has_supplemental and kind != "tran_user":
+            self._supplement("tran_user", self.w.user.encode())
+        self.has_supplemental = True
+        return self._append(
+            "LOG_SUPPLEMENTAL_INFO",
+            supplement_type=SUPPLEMENT[kind],
+            undo=payload,
+            zip_undo=len(payload) >= 255,
+        )
+
+    def _data(self, rcvindex, page, slot, undo=b"", redo=b"", rectype="LOG_MVCC_UNDOREDO_DATA"):
+        prev = self.last
+        lsa = self._append(
+            rectype,
+            rcvindex=rcvindex,
+            pageid=page,
+            offset=slot,
+            volid=0,
+            mvccid=self.mvccid,
+            undo=undo,
+            redo=redo,
+            zip_undo=len(undo) >= 255,
+            zip_redo=len(redo) >= 255,
+        )
+        self.undoable.append((lsa, prev, rcvindex, page, slot))
+        return lsa
+
+    def insert(self, class_oid: int, body: bytes, page: int, slot: int, repid: int = 1) -> None:
+        row = heap_row(repid, body)
+        # The MVCC insert redo omits the insert id: [type][word][chn][body].
+        compact = REC_HOME.to_bytes(2, "little") + row[:8] + row[16:]
+        at = self._data(RVHF_MVCC_INSERT, page, slot, redo=compact)
+        s = self._supplement("insert", _native_oid(class_oid) + _raw_lsa(at))
+        after = row[:8] + self.mvccid.to_bytes(8, "big") + row[16:]
+        self.events.append(
+            (
+                s,
+                {
+                    "op": "insert",
+                    "class_oid": class_oid,
+                    "row_oid": cdc_oid(0, page, slot),
+                    "before_image": None,
+                    "after_image": after,
+                },
+            )
+        )
+
+    def update(self, class_oid: int, old: bytes, new: bytes, page: int, slot: int) -> None:
+        rec = REC_HOME.to_bytes(2, "little")
+        at = self._data(RVHF_UPDATE_NOTIFY_VACUUM, page, slot, undo=rec + old, redo=rec + new)
+        s = self._supplement("update", _native_oid(class_oid) + _raw_lsa(at) + _raw_lsa(at))
+        self.events.append(
+            (
+                s,
+                {
+                    "op": "update",
+                    "class_oid": class_oid,
+                    "row_oid": cdc_oid(0, page, slot),
+                    "before_image": old,
+                    "after_image": new,
+                },
+            )
+        )
+
+    def delete(self, class_oid: int, row: bytes, page: int, slot: int) -> None:
+        self._data(RVHF_MVCC_DELETE_REC_HOME, page, slot)
+        u = self._supplement("undo_record", REC_HOME.to_bytes(2, "little") + row)
+        s = self._supplement("delete", _native_oid(class_oid) + _raw_lsa(u))
+        self.events.append(
+            (
+                s,
+                {
+                    "op": "delete",
+                    "class_oid": class_oid,
+                    "row_oid": cdc_oid(0, page, slot),
+                    "before_image": row,
+                    "after_image": None,
+                },
+            )
+        )
+
+    def savepoint(self, name: str = "sp1") -> int:
+        return self._append("LOG_SAVEPOINT", undo=name.encode() + b"\0")
+
+    def _compensate_after(self, boundary: Optional[int]) -> None:
+        """Compensation records for every undoable record after ``boundary`` (newest first)."""
+        while self.undoable and (boundary is None or self.undoable[-1][0] > boundary):
+            lsa, prev, rcv, page, slot = self.undoable.pop()
+            self._append("LOG_COMPENSATE", rcvindex=rcv, pageid=page, offset=slot, lsa=prev)
+        self.events = [(s, e) for s, e in self.events if boundary is not None and s <= boundary]
+
+    def rollback_to(self, savepoint_lsa: int) -> None:
+        """ROLLBACK TO SAVEPOINT: undo what followed it; the transaction goes on."""
+        self._compensate_after(savepoint_lsa)
+        self._append("LOG_SYSOP_END", sysop_type=SYSOP_END_ABORT, lsa=savepoint_lsa)
+
+    def failed_statement(self, class_oid: int, body: bytes, page: int, slot: int) -> None:
+        """An INSERT that fails after logging (a duplicate key): its records are compensated and
+        a SYSOP_END(ABORT) closes the statement's range."""
+        before = self.last
+        self.insert(class_oid, body, page, slot)
+        self._compensate_after(before)
+        self._append("LOG_SYSOP_END", sysop_type=SYSOP_END_ABORT, lsa=before)
+
+    def commit(self, at_time: int = 1_700_000_000) -> list:
+        if self.has_supplemental:
+            self._supplement("tran_user", self.w.user.encode())
+        commit = self._append("LOG_COMMIT", at_time=at_time)
+        self.done = True
+        events = [dict(e, lsa=s, trid=self.trid, commit_lsa=commit) for s, e in self.events]
+        self.w.committed.append(events)
+        return events
+
+    def abort(self, at_time: int = 1_700_000_000) -> None:
+        self._compensate_after(None)
+        self._append("LOG_ABORT", at_time=at_time)
+        self.done = True
+
+
+class Workload:
+    """Writes transactions as CUBRID logs them and keeps the model of their committed changes
+    (``committed``: one list of events per committed transaction, in commit order)."""
+
+    def __init__(self, writer: LogWriter, user: str = "DBA"):
+        self.writer = writer
+        self.user = user
+        self.committed: list = []
+        self._mvccid = 4
+
+    def begin(self, trid: int) -> Transaction:
+        self._mvccid += 1
+        return Transaction(self, trid, self._mvccid)

@@ -141,11 +141,14 @@ impl Event {
 
 /// The resume point of a stream: restart the walk at `restart_lsa` (the first record of the
 /// oldest transaction still open) and skip every commit at or before `last_commit_lsa`.
+/// `txn_offset` events of the next committed transaction were already emitted (a stream can
+/// stop in the middle of a large transaction).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cursor {
     pub db_creation: i64,
     pub restart_lsa: Lsa,
     pub last_commit_lsa: Option<Lsa>,
+    pub txn_offset: u32,
 }
 
 /// A transaction still open where the stream ended.
@@ -273,6 +276,12 @@ impl Txn {
 /// A committed transaction being emitted: spilled events first, then those in memory.
 struct Emitting {
     commit_lsa: Lsa,
+    /// The transaction's first record and the commit emitted before it: the resume point while
+    /// this transaction is only partly emitted.
+    first_lsa: Lsa,
+    prev_last_commit: Option<Lsa>,
+    /// Events already emitted by an earlier stream (from the cursor): skip them.
+    skip: u32,
     commit_time: Option<i64>,
     user: Option<Arc<str>>,
     undone: Vec<(Lsa, Lsa)>,
@@ -304,6 +313,8 @@ pub struct ChangeReader {
     ready: VecDeque<Event>,
     emitting: Option<Emitting>,
     skip_commits_upto: Option<Lsa>,
+    /// Events of the first transaction committed after `skip_commits_upto` already emitted.
+    skip_events: u32,
     last_commit: Option<Lsa>,
     buffered: usize,
     done: bool,
@@ -339,6 +350,7 @@ fn undone(ranges: &[(Lsa, Lsa)], lsa: Lsa) -> bool {
 impl ChangeReader {
     pub fn new(log: Arc<LogSet>, mut opts: ChangeOptions) -> Result<ChangeReader> {
         let mut skip_commits_upto = None;
+        let mut skip_events = 0;
         if let Some(c) = opts.cursor {
             if c.db_creation != log.db_creation {
                 return Err(LogError::InvalidArgument {
@@ -350,6 +362,7 @@ impl ChangeReader {
             }
             opts.start = Some(c.restart_lsa);
             skip_commits_upto = c.last_commit_lsa;
+            skip_events = c.txn_offset;
         }
         if let Some(s) = opts.start {
             validate_record_start(&log, s)?;
@@ -363,6 +376,7 @@ impl ChangeReader {
             ready: VecDeque::new(),
             emitting: None,
             skip_commits_upto,
+            skip_events,
             last_commit: None,
             buffered: 0,
             done: false,
@@ -388,21 +402,21 @@ impl ChangeReader {
 
     /// Where to resume so that no event is lost or repeated.
     pub fn cursor(&self) -> Cursor {
-        let oldest_open = self.txns.values().map(|t| t.first_lsa).min();
-        let here = self.walker.position().or(self.walker.end_lsa).unwrap_or(Lsa::new(self.log.first_pageid, 0));
-        let restart_lsa = match (oldest_open, self.emitting.as_ref()) {
-            // A transaction still being emitted restarts from its own commit's transaction.
-            (Some(o), _) => o.min(here),
-            (None, _) => here,
-        };
-        let last_commit = match &self.emitting {
-            Some(e) => self.last_commit.filter(|&l| l < e.commit_lsa),
-            None => self.last_commit,
+        let here = self.walker.resume_point().unwrap_or(Lsa::new(self.log.first_pageid, 0));
+        let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(here, |o| o.min(here));
+        let (last_commit, txn_offset) = match &self.emitting {
+            // In the middle of a transaction: resume before it, skipping what was emitted.
+            Some(e) => {
+                restart_lsa = restart_lsa.min(e.first_lsa);
+                (e.prev_last_commit, e.seq)
+            }
+            None => (self.last_commit, 0),
         };
         Cursor {
             db_creation: self.log.db_creation,
             restart_lsa,
             last_commit_lsa: last_commit.or(self.skip_commits_upto),
+            txn_offset,
         }
     }
 
@@ -576,6 +590,8 @@ impl ChangeReader {
         if self.skip_commits_upto.is_some_and(|s| rec.lsa <= s) {
             return Ok(());
         }
+        let prev_last_commit = self.last_commit.or(self.skip_commits_upto);
+        let skip = std::mem::take(&mut self.skip_events);
         self.last_commit = Some(rec.lsa);
         self.stats.committed_transactions += 1;
         if !self.user_passes(txn.user.as_deref()) {
@@ -603,6 +619,9 @@ impl ChangeReader {
         });
         self.emitting = Some(Emitting {
             commit_lsa: rec.lsa,
+            first_lsa: txn.first_lsa,
+            prev_last_commit,
+            skip,
             commit_time: rec.at_time(),
             user: txn.user.clone(),
             undone: merge_ranges(txn.undone),
@@ -637,6 +656,10 @@ impl ChangeReader {
             };
             if undone(&em.undone, e.lsa) {
                 self.stats.undone_events += 1;
+                continue;
+            }
+            if em.seq < em.skip {
+                em.seq += 1;
                 continue;
             }
             e.commit_lsa = Some(em.commit_lsa);

@@ -129,6 +129,16 @@ impl Walker {
         self.next
     }
 
+    /// The record the walk would read next, or where it ended: a record start (or the end of
+    /// the log) to resume from.
+    pub fn resume_point(&self) -> Option<Lsa> {
+        match self.next {
+            Some(l) if l.offset >= 0 => Some(l),
+            Some(l) => self.first_record_from(l.pageid).ok().flatten(),
+            None => self.end_lsa,
+        }
+    }
+
     fn finish(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<Record>> {
         self.next = None;
         self.end_lsa = at;

@@ -442,6 +442,10 @@ impl LogWriter {
 
         let lsa = at.lsa();
         let prev = self.tran_last.insert(trid, lsa).unwrap_or(Lsa::NULL);
+        // A transaction ends at its commit or abort: a trid used again starts a new chain.
+        if rectype == LOG_COMMIT || rectype == LOG_ABORT {
+            self.tran_last.remove(&trid);
+        }
         self.put_record_header(at, prev, self.last_lsa, next.lsa(), trid, rectype);
         self.last_lsa = lsa;
         self.pos = next;
@@ -696,6 +700,9 @@ mod tests {
             assert_eq!(rec.back_lsa, back, "{ctx}");
             assert_eq!(rec.forw_lsa, forw, "{ctx}");
             assert_eq!(rec.prev_tranlsa, last_of.insert(e.trid, e.lsa).unwrap_or(Lsa::NULL), "{ctx}");
+            if e.rectype == LOG_COMMIT || e.rectype == LOG_ABORT {
+                last_of.remove(&e.trid);
+            }
             assert_eq!(rec.undo.zipped, e.undo_zipped, "{ctx}");
             assert_eq!(rec.redo.zipped, e.redo_zipped, "{ctx}");
             log.images(rec, &mut undo, &mut redo).unwrap();

@@ -171,10 +171,11 @@ impl ChangeBatches {
         Schema { schema: changes_schema() }
     }
 
-    /// `(db_creation, restart_lsa, last_commit_lsa)` for resuming after what was read so far.
-    fn cursor(&self) -> (i64, u64, Option<u64>) {
+    /// `(db_creation, restart_lsa, last_commit_lsa, txn_offset)` for resuming after what was
+    /// read so far.
+    fn cursor(&self) -> (i64, u64, Option<u64>, u32) {
         let c = self.reader.cursor();
-        (c.db_creation, c.restart_lsa.to_key(), c.last_commit_lsa.map(|l| l.to_key()))
+        (c.db_creation, c.restart_lsa.to_key(), c.last_commit_lsa.map(|l| l.to_key()), c.txn_offset)
     }
 
     fn is_done(&self) -> bool {
@@ -359,7 +360,7 @@ impl PyLogSet {
         users: Option<Vec<String>>,
         ops: Option<Vec<String>>,
         include_trigger: bool,
-        cursor: Option<(i64, u64, Option<u64>)>,
+        cursor: Option<(i64, u64, Option<u64>, u32)>,
         memory_limit: usize,
         on_error: &str,
         on_encrypted: &str,
@@ -380,10 +381,11 @@ impl PyLogSet {
             users,
             ops,
             include_trigger,
-            cursor: cursor.map(|(db, r, l)| Cursor {
+            cursor: cursor.map(|(db, r, l, k)| Cursor {
                 db_creation: db,
                 restart_lsa: Lsa::from_key(r),
                 last_commit_lsa: l.map(Lsa::from_key),
+                txn_offset: k,
             }),
             memory_limit,
             on_error: on_error.parse::<OnError>().map_err(err)?,
