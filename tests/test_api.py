@@ -1,0 +1,175 @@
+"""The user-facing API around change events: filters, positions (LSA and time), cursors and
+their refusal on another database, retention, the CLI."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+from collections import Counter
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import walcdc
+from conftest import fixture_dir
+from walcdc import lsa as L
+from walcdc.cli import main
+
+T_TYPES = "0|229|1"  # class OID of p4k's t_types as CUBRID prints it (catalog.json)
+
+
+@pytest.fixture(scope="module")
+def p4k():
+    return walcdc.open_log(fixture_dir("p4k"))
+
+
+@pytest.fixture(scope="module")
+def p4k_all(p4k):
+    return walcdc.read_changes(p4k).read_all().to_pylist()
+
+
+def _no_seq(rows):
+    # txn_seq numbers the events a stream emits for a transaction, so filters renumber it.
+    return [{k: v for k, v in e.items() if k != "txn_seq"} for e in rows]
+
+
+def test_filters_are_subsets_of_the_full_stream(p4k, p4k_all):
+    t_types = walcdc.changes._class_oid(T_TYPES)
+    only = walcdc.read_changes(p4k, tables=[T_TYPES]).read_all().to_pylist()
+    # As in CUBRID's CDC, DDL that names no class (serials) passes a table filter.
+    keep = [e for e in p4k_all if e["class_oid"] in (t_types, None)]
+    assert only and _no_seq(only) == _no_seq(keep)
+    assert any(e["class_oid"] == t_types for e in only)
+    without = walcdc.read_changes(p4k, exclude_tables=[t_types]).read_all().to_pylist()
+    assert _no_seq(without) == _no_seq([e for e in p4k_all if e["class_oid"] != t_types])
+    deletes = walcdc.read_changes(p4k, ops=["delete"]).read_all().to_pylist()
+    assert _no_seq(deletes) == _no_seq([e for e in p4k_all if e["op"] == "delete"])
+    assert walcdc.read_changes(p4k, users=["dba"]).read_all().num_rows == len(p4k_all)
+    assert walcdc.read_changes(p4k, users=["nobody"]).read_all().num_rows == 0
+    no_trig = walcdc.read_changes(p4k, include_trigger=False).read_all().to_pylist()
+    assert _no_seq(no_trig) == _no_seq([e for e in p4k_all if not e["trigger"]])
+    assert Counter(e["trigger"] for e in p4k_all)[True] > 0
+    ids = walcdc.read_changes(p4k, mode="id").read_all()
+    assert ids.column("after_image").null_count == ids.num_rows
+    assert ids.column("row_oid").to_pylist() == [e["row_oid"] for e in p4k_all]
+
+
+def test_commit_markers_when_asked(p4k, p4k_all):
+    rows = walcdc.read_changes(p4k, ops=["insert", "update", "delete", "ddl", "commit"])
+    rows = rows.read_all().to_pylist()
+    markers = [e for e in rows if e["op"] == "commit"]
+    # One marker after the events of each transaction that has events, at its commit LSA.
+    assert len(markers) == len({e["commit_lsa"] for e in p4k_all})
+    assert all(m["lsa"] == m["commit_lsa"] for m in markers)
+    assert [e for e in rows if e["op"] != "commit"] == p4k_all
+
+
+def test_time_positions_like_cdc_find_lsa(p4k, p4k_all):
+    # The capture of CUBRID's CDC started at find_lsa(time=0): 368|736 (fixtures README).
+    lsa, adjusted = p4k._native.find_lsa(0)
+    assert L.format_lsa(lsa) == "368|736" and not adjusted
+    t = p4k_all[len(p4k_all) // 2]["commit_time"]
+    later = walcdc.read_changes(p4k, start=t).read_all().to_pylist()
+    first, _ = p4k._native.find_lsa(int(t.timestamp()))
+    # Transactions in flight at that point are seen from it on, as CUBRID's CDC sees them.
+    assert _no_seq(later) == _no_seq([e for e in p4k_all if e["lsa"] >= first])
+    assert 0 < len(later) < len(p4k_all)
+    with pytest.raises(walcdc.InvalidArgumentError):
+        walcdc.read_changes(p4k, start=datetime.datetime(2030, 1, 1))  # naive datetime
+
+
+def test_start_must_be_a_record_start(p4k):
+    with pytest.raises(walcdc.InvalidArgumentError, match="no record starts"):
+        walcdc.read_changes(p4k, start="368|744")
+    walcdc.read_changes(p4k, start="368|736")  # a record
+
+
+def test_start_inside_a_deleted_archive(tmp_path):
+    src = fixture_dir("p4k")
+    for f in ("p4k_lgar001", "p4k_lgar002", "p4k_lgat"):
+        os.symlink(src / f, tmp_path / f)
+    log = walcdc.open_log(tmp_path)
+    assert log.info()["first_lsa"] >> 16 == 5118
+    with pytest.raises(walcdc.MissingArchiveError):
+        walcdc.read_changes(log, start="368|736")
+
+
+def test_cursor_is_tied_to_its_database(p4k):
+    s = walcdc.read_changes(p4k, end="5000|0")
+    s.read_all()
+    c = s.cursor
+    other = walcdc.open_log(fixture_dir("p16k"))
+    with pytest.raises(walcdc.InvalidArgumentError, match="another database"):
+        walcdc.read_changes(other, cursor=c)
+    bad = walcdc.Cursor(c.db_creation, c.restart_lsa + 8, c.last_commit_lsa)
+    with pytest.raises(walcdc.InvalidArgumentError, match="no record starts"):
+        walcdc.read_changes(p4k, cursor=bad)
+    assert walcdc.Cursor.from_json(c.to_json()) == c
+
+
+def test_min_archive_needed(p4k):
+    s = walcdc.read_changes(p4k, end="6000|0")
+    s.read_all()
+    c = s.cursor
+    # The huge transaction (first record 857|3008, archive 0) is still open at 6000|0.
+    assert L.format_lsa(c.restart_lsa) == "857|3008"
+    assert p4k._native.min_archive_needed(c.restart_lsa) == 0
+    assert p4k._native.min_archive_needed(L.parse("10236|0")) == 2
+    assert p4k._native.min_archive_needed(L.parse("15400|0")) == 3
+
+
+def test_cli_inspect_sample():
+    r = CliRunner().invoke(main, ["inspect", "--sample", "--stats", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "records: 18,749" in r.output
+    assert "LOG_SUPPLEMENTAL_INFO" in r.output
+    assert "end: 862|3536 (end_of_log)" in r.output
+
+
+def test_cli_extract_resumes_with_a_cursor(tmp_path, p4k_all):
+    d = fixture_dir("p4k")
+    cur = tmp_path / "cursor.json"
+    r = CliRunner().invoke(
+        main,
+        [
+            "extract",
+            str(d),
+            "-o",
+            str(tmp_path / "a.parquet"),
+            "--to",
+            "5000|0",
+            "--cursor",
+            str(cur),
+            "--no-progress",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(
+        main,
+        [
+            "extract",
+            str(d),
+            "-o",
+            str(tmp_path / "b.parquet"),
+            "--cursor",
+            str(cur),
+            "--no-progress",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    rows = pq.read_table(tmp_path / "a.parquet").to_pylist()
+    rows += pq.read_table(tmp_path / "b.parquet").to_pylist()
+    assert rows == p4k_all
+
+
+def test_cli_errors_are_clean(tmp_path):
+    bad = tmp_path / "x_lgat"
+    bad.write_bytes(b"\\0" * 100)
+    r = CliRunner().invoke(main, ["inspect", str(bad)])
+    assert r.exit_code == 2 and "error:" in r.output
+    shutil.copy(fixture_dir("nosupp") / "nosupp_lgat", tmp_path / "nosupp_lgat")
+    bad.unlink()
+    r = CliRunner().invoke(main, ["extract", str(tmp_path), "-o", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 2 and "supplemental_log=1" in r.output
