@@ -1,13 +1,16 @@
-"""Record-walk throughput against simply reading the same bytes, in one run.
+"""Throughput against simply reading the same bytes, in one run.
 
-    python benches/bench_walk.py                 # the largest fixture under ../shared
-    python benches/bench_walk.py PATH [--json OUT] [--repeat N]
+    python benches/throughput.py                 # the largest fixture under ../shared
+    python benches/throughput.py PATH [--json OUT] [--repeat N]
 
 Measures, on one log set (warm page cache, one core, best of N runs):
   read      reading every volume file of the set start to end (1 MiB reads): the floor
   walk      LogSet.records(): every record walked, checked and built into Arrow batches
   payloads  LogSet.records(payloads=True): also every payload gathered, unzipped, DIFF rebuilt
-and reports MB/s (volume bytes / time), records/s and the time ratio to `read`.
+  changes   read_changes(): committed change events with full before/after images (chase,
+            per-transaction buffers, partial-rollback filtering, Arrow batches)
+  engine    read_changes(committed_only=False): CUBRID's own CDC stream, images included
+and reports MB/s (volume bytes / time), records/s or events/s, and the time ratio to `read`.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def walk(path: Path, payloads: bool) -> int:
     return sum(b.num_rows for b in log.records(payloads=payloads, on_encrypted="skip"))
 
 
+def changes(path: Path, committed_only: bool) -> int:
+    import walcdc
+
+    stream = walcdc.read_changes(path, committed_only=committed_only, on_encrypted="skip")
+    return sum(b.num_rows for b in stream)
+
+
 def best_of(fn: Callable[[], int], repeat: int) -> Dict[str, float]:
     fn()  # warm the page cache and the code
     times = []
@@ -87,29 +97,41 @@ def main(argv=None) -> int:
     read = best_of(lambda: read_bytes(files), args.repeat)
     walked = best_of(lambda: walk(path, False), args.repeat)
     full = best_of(lambda: walk(path, True), args.repeat)
+    committed = best_of(lambda: changes(path, True), args.repeat)
+    engine = best_of(lambda: changes(path, False), args.repeat)
     records = walked["result"]
 
     rows = []
-    for name, r in (("read", read), ("walk", walked), ("payloads", full)):
+    cases = (
+        ("read", read),
+        ("walk", walked),
+        ("payloads", full),
+        ("changes", committed),
+        ("engine", engine),
+    )
+    for name, r in cases:
         rows.append(
             {
                 "case": name,
                 "seconds": round(r["seconds"], 4),
                 "MB_per_s": round(mb / r["seconds"], 1),
-                "records_per_s": None if name == "read" else round(records / r["seconds"]),
+                "items": r["result"] if name != "read" else None,
+                "items_per_s": None if name == "read" else round(r["result"] / r["seconds"]),
                 "x_read_time": round(r["seconds"] / read["seconds"], 2),
             }
         )
     print(f"log set: {path}  ({len(files)} volumes, {mb:.1f} MB, {records:,} records)")
     cores = os.cpu_count()
     print(f"machine: {platform.machine()}, {cores} cores; one core used; best of {args.repeat}")
-    print(f"{'case':<10} {'seconds':>9} {'MB/s':>9} {'records/s':>12} {'x read':>8}")
+    print(f"{'case':<10} {'seconds':>9} {'MB/s':>9} {'items':>10} {'items/s':>12} {'x read':>8}")
     for r in rows:
-        rps = f"{r['records_per_s']:,}" if r["records_per_s"] else "-"
+        rps = f"{r['items_per_s']:,}" if r["items_per_s"] else "-"
+        items = f"{r['items']:,}" if r["items"] is not None else "-"
         print(
-            f"{r['case']:<10} {r['seconds']:>9.4f} {r['MB_per_s']:>9.1f} {rps:>12} "
+            f"{r['case']:<10} {r['seconds']:>9.4f} {r['MB_per_s']:>9.1f} {items:>10} {rps:>12} "
             f"{r['x_read_time']:>8.2f}"
         )
+    print("items: records for walk/payloads, change events for changes/engine")
     if args.json:
         out = {"path": str(path), "bytes": nbytes, "records": records, "results": rows}
         Path(args.json).write_text(json.dumps(out, indent=2))
