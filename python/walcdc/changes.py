@@ -92,6 +92,9 @@ class ChangeStream:
     def _batches(self) -> Iterator[pa.RecordBatch]:
         for b in self._native:
             yield pa.record_batch(b)
+        from walcdc.logset import _warn_skipped
+
+        _warn_skipped(self.skipped)
 
     # The RecordBatchReader interface.
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -128,6 +131,11 @@ class ChangeStream:
         """Transactions still open where the stream ended (once it has ended): ``trid``,
         ``first_lsa``, ``last_lsa``, buffered ``events``, ``user``, ``committed_with_postpone``."""
         return list(self._native.pending())
+
+    @property
+    def skipped(self) -> List[Dict[str, Any]]:
+        """Runs of TDE-encrypted pages skipped (with ``on_encrypted="skip"``)."""
+        return list(self._native.skipped())
 
     @property
     def stats(self) -> Dict[str, int]:

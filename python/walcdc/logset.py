@@ -94,20 +94,24 @@ class LogSet:
             "end_reason": it.end_reason(),
             "skipped": skipped,
         }
-        for s in skipped:
-            warnings.warn(
-                EncryptedPagesSkipped(
-                    f"skipped encrypted log pages {s['first_pageid']}..{s['last_pageid']} "
-                    f"(from the record at {_fmt(s['from_lsa'])}; resumed at "
-                    f"{_fmt(s['resume_lsa']) if s['resume_lsa'] is not None else 'the end'})"
-                ),
-                stacklevel=2,
-            )
+        _warn_skipped(skipped)
 
     def record(self, lsa: Union[int, str]) -> Dict[str, Any]:
         """Random access: the record at ``lsa`` with its ``undo`` and ``redo`` images (unzipped,
         DIFF rebuilt) and raw ``data_header``."""
         return dict(self._native.record(coerce(lsa)))
+
+
+def _warn_skipped(skipped: List[Dict[str, Any]]) -> None:
+    for s in skipped:
+        warnings.warn(
+            EncryptedPagesSkipped(
+                f"skipped encrypted log pages {s['first_pageid']}..{s['last_pageid']} "
+                f"(from the record at {_fmt(s['from_lsa'])}; resumed at "
+                f"{_fmt(s['resume_lsa']) if s['resume_lsa'] is not None else 'the end'})"
+            ),
+            stacklevel=3,
+        )
 
 
 def _fmt(key: Optional[int]) -> str:

@@ -391,6 +391,11 @@ impl ChangeReader {
         &self.log
     }
 
+    /// Runs of encrypted pages skipped so far (with `on_encrypted = Skip`).
+    pub fn skipped(&self) -> &[crate::walker::SkippedRange] {
+        &self.walker.skipped
+    }
+
     /// Transactions still open where the stream ended (available once it is over).
     pub fn pending(&self) -> &[Pending] {
         &self.pending

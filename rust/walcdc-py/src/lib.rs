@@ -182,6 +182,11 @@ impl ChangeBatches {
         self.reader.is_done()
     }
 
+    /// Encrypted page runs skipped so far.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        skipped_list(py, self.reader.skipped())
+    }
+
     /// Transactions still open at the end of the stream.
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
