@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::Arc;
 
+use crate::catalog::{self, Catalog, ClassChange, ClassTracker};
 use crate::chase::{self, Image};
 use crate::error::{LogError, Result};
 use crate::logset::{Fetch, LogSet};
@@ -106,6 +107,23 @@ pub struct Event {
     pub commit_time: Option<i64>,
     /// Position inside its transaction (0, 1, ...), among the events emitted for it.
     pub txn_seq: u32,
+    /// Typed values, filled when the event is emitted (schemas as of that point of the log).
+    pub typed: Option<Typed>,
+}
+
+/// What the schema catalog made of an event's images.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Typed {
+    /// Table name (owner-qualified as stored) at the time of the change.
+    pub table: Option<String>,
+    /// The partition the row lives in, when the event is reported under its partitioned table.
+    pub partition_oid: Option<Oid>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// Columns whose value differs between before and after (updates).
+    pub changed_columns: Option<Vec<String>>,
+    /// Why an image could not be decoded (unknown schema, corrupt row).
+    pub decode_error: Option<String>,
 }
 
 impl Event {
@@ -126,6 +144,7 @@ impl Event {
             commit_lsa: None,
             commit_time: None,
             txn_seq: 0,
+            typed: None,
         }
     }
 
@@ -250,6 +269,8 @@ struct Txn {
     /// Engine-compatible stream: CUBRID's producer ignores this transaction (it aborted before
     /// its user could be learned).
     ignored: bool,
+    /// Class records this transaction wrote; they take effect when it commits.
+    class_changes: Vec<ClassChange>,
 }
 
 impl Txn {
@@ -265,6 +286,7 @@ impl Txn {
             mvcc_dml: false,
             committed_with_postpone: false,
             ignored: false,
+            class_changes: Vec::new(),
         }
     }
 
@@ -322,6 +344,9 @@ pub struct ChangeReader {
     pending: Vec<Pending>,
     scratch: Vec<u8>,
     payload: Vec<u8>,
+    catalog: Catalog,
+    classes: ClassTracker,
+    class_scratch: Vec<ClassChange>,
 }
 
 fn merge_ranges(mut r: Vec<(Lsa, Lsa)>) -> Vec<(Lsa, Lsa)> {
@@ -368,6 +393,13 @@ impl ChangeReader {
             validate_record_start(&log, s)?;
         }
         let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
+        // Tables defined before the start are known from the class records before it.
+        let (catalog, classes) = match opts.start {
+            Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
+                catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
+            }
+            _ => (Catalog::default(), ClassTracker::default()),
+        };
         Ok(ChangeReader {
             log,
             walker,
@@ -384,6 +416,9 @@ impl ChangeReader {
             pending: Vec::new(),
             scratch: Vec::new(),
             payload: Vec::new(),
+            catalog,
+            classes,
+            class_scratch: Vec::new(),
         })
     }
 
@@ -529,8 +564,12 @@ impl ChangeReader {
                 self.buffered -= old.bytes;
             }
         }
+        let mut changes = std::mem::take(&mut self.class_scratch);
+        self.classes.record(&self.log, rec, &mut changes)?;
         let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn::new(rec.lsa));
         txn.last_lsa = rec.lsa;
+        txn.class_changes.append(&mut changes);
+        self.class_scratch = changes;
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
             LOG_COMPENSATE => {
@@ -563,8 +602,13 @@ impl ChangeReader {
     }
 
     fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
-        let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
+        let Some(mut txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
         self.buffered -= txn.bytes;
+        if commit {
+            for change in txn.class_changes.drain(..) {
+                self.catalog.apply(change);
+            }
+        }
         if commit {
             self.check_supplemental_logging(Some(&txn))?;
         }
@@ -670,6 +714,7 @@ impl ChangeReader {
             e.commit_lsa = Some(em.commit_lsa);
             e.commit_time = em.commit_time;
             e.txn_seq = em.seq;
+            e.typed = Some(type_event(&self.catalog, &[], &e));
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
@@ -820,8 +865,11 @@ impl ChangeReader {
         }
     }
 
-    fn push_event(&mut self, e: Event) -> Result<()> {
+    fn push_event(&mut self, mut e: Event) -> Result<()> {
         if !self.opts.committed_only {
+            // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
+            let staged = self.txns.get(&e.trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
+            e.typed = Some(type_event(&self.catalog, staged, &e));
             self.ready.push_back(e);
             return Ok(());
         }
@@ -861,6 +909,52 @@ impl ChangeReader {
         txn.events.shrink_to_fit();
         Ok(())
     }
+}
+
+/// Decodes an event's images with the catalog (plus a transaction's not yet committed class
+/// changes), and names its table.
+fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event) -> Typed {
+    let mut t = Typed::default();
+    let Some(class) = e.class_oid else { return t };
+    let overlay;
+    let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
+        let mut c = catalog.clone();
+        for change in staged {
+            c.apply(change.clone());
+        }
+        overlay = c;
+        &overlay
+    } else {
+        catalog
+    };
+    let root = cat.root(class);
+    if root != class {
+        t.partition_oid = Some(class);
+    }
+    t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
+    let mut errors = Vec::new();
+    let mut decode = |img: &Option<Image>| match img {
+        Some(i) => match cat.decode(class, i) {
+            Ok(d) => Some(d),
+            Err(m) => {
+                errors.push(m);
+                None
+            }
+        },
+        None => None,
+    };
+    let before = decode(&e.before);
+    let after = decode(&e.after);
+    if let (Some(b), Some(a)) = (&before, &after) {
+        t.changed_columns = Some(catalog::changed_columns(b, a));
+    }
+    t.before = before.map(|d| d.json);
+    t.after = after.map(|d| d.json);
+    if !errors.is_empty() {
+        errors.dedup();
+        t.decode_error = Some(errors.join("; "));
+    }
+    t
 }
 
 /// A start LSA must be where a record starts: one of the records that start on its page.

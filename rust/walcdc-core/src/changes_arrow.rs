@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int32Builder, Int8Builder, StringBuilder, TimestampSecondBuilder,
-    UInt32Builder, UInt64Builder,
+    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int32Builder, Int8Builder, ListBuilder, StringBuilder,
+    TimestampSecondBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::types::Int8Type;
 use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
@@ -39,6 +39,11 @@ pub fn changes_schema() -> SchemaRef {
         Field::new("statement", DataType::Utf8, true),
         Field::new("time", ts(), true),
         Field::new("error", DataType::Utf8, true),
+        Field::new("partition_oid", DataType::UInt64, true),
+        Field::new("before", DataType::Utf8, true),
+        Field::new("after", DataType::Utf8, true),
+        Field::new("changed_columns", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), true),
+        Field::new("decode_error", DataType::Utf8, true),
     ]))
 }
 
@@ -65,6 +70,11 @@ pub struct ChangesBuilder {
     statement: StringBuilder,
     time: TimestampSecondBuilder,
     error: StringBuilder,
+    partition_oid: UInt64Builder,
+    before_json: StringBuilder,
+    after_json: StringBuilder,
+    changed: ListBuilder<StringBuilder>,
+    decode_error: StringBuilder,
 }
 
 impl Default for ChangesBuilder {
@@ -91,6 +101,11 @@ impl Default for ChangesBuilder {
             statement: StringBuilder::new(),
             time: TimestampSecondBuilder::new().with_timezone("UTC"),
             error: StringBuilder::new(),
+            partition_oid: UInt64Builder::new(),
+            before_json: StringBuilder::new(),
+            after_json: StringBuilder::new(),
+            changed: ListBuilder::new(StringBuilder::new()),
+            decode_error: StringBuilder::new(),
         }
     }
 }
@@ -115,7 +130,8 @@ impl ChangesBuilder {
         self.trigger.append_value(e.trigger);
         self.class_oid.append_option(e.class_oid.map(|o| o.to_cdc()));
         self.row_oid.append_option(e.row_oid.map(|o| o.to_cdc()));
-        self.table.append_null();
+        let typed = e.typed.as_ref();
+        self.table.append_option(typed.and_then(|t| t.table.as_deref()));
         self.before.append_option(e.before.as_ref().map(|i| &i.row[..]));
         self.after.append_option(e.after.as_ref().map(|i| &i.row[..]));
         match &e.ddl {
@@ -134,6 +150,19 @@ impl ChangesBuilder {
         }
         self.time.append_option(e.time);
         self.error.append_option(e.error.as_deref());
+        self.partition_oid.append_option(typed.and_then(|t| t.partition_oid).map(|o| o.to_cdc()));
+        self.before_json.append_option(typed.and_then(|t| t.before.as_deref()));
+        self.after_json.append_option(typed.and_then(|t| t.after.as_deref()));
+        match typed.and_then(|t| t.changed_columns.as_ref()) {
+            Some(cols) => {
+                for c in cols {
+                    self.changed.values().append_value(c);
+                }
+                self.changed.append(true);
+            }
+            None => self.changed.append(false),
+        }
+        self.decode_error.append_option(typed.and_then(|t| t.decode_error.as_deref()));
     }
 
     pub fn finish(&mut self) -> RecordBatch {
@@ -158,6 +187,11 @@ impl ChangesBuilder {
             Arc::new(self.statement.finish()),
             Arc::new(self.time.finish()),
             Arc::new(self.error.finish()),
+            Arc::new(self.partition_oid.finish()),
+            Arc::new(self.before_json.finish()),
+            Arc::new(self.after_json.finish()),
+            Arc::new(self.changed.finish()),
+            Arc::new(self.decode_error.finish()),
         ];
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }

@@ -227,7 +227,7 @@ fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
 
 /// After an update moved a row (the home slot's new image is a forwarding record), find the
 /// new image written just before: the `RVHF_INSERT_NEWHOME` record or the new overflow pages.
-fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
+pub fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
     let rec = log.record_at(home)?;
     let mut cur = rec.prev_tranlsa;
     for _ in 0..MAX_OPERATION_STEPS {

@@ -4,6 +4,7 @@
 //! identity, checksum, TDE flags) → [`record`] (layout rules, data headers) → [`walker::Walker`]
 //! (forward walk, end of log) → [`records_arrow`] (Arrow batches).
 
+pub mod catalog;
 pub mod changes;
 pub mod changes_arrow;
 pub mod chase;
@@ -16,6 +17,8 @@ pub mod rcvindex;
 pub mod record;
 pub mod records_arrow;
 pub mod rectype;
+pub mod row;
+pub mod schema;
 pub mod supplemental;
 pub mod walker;
 pub mod writer;

@@ -218,6 +218,32 @@ impl ChangeBatches {
     }
 }
 
+fn domain_dict<'py>(py: Python<'py>, d: &walcdc_core::schema::Domain) -> PyResult<Bound<'py, PyDict>> {
+    let o = PyDict::new(py);
+    o.set_item("type", d.db_type)?;
+    o.set_item("precision", d.precision)?;
+    o.set_item("scale", d.scale)?;
+    o.set_item("codeset", d.codeset)?;
+    o.set_item("collation", d.collation)?;
+    o.set_item("class_oid", d.class_oid.map(|c| c.to_cdc()))?;
+    o.set_item("enum_labels", d.enum_labels.clone())?;
+    let sets = PyList::empty(py);
+    for s in &d.set_domains {
+        sets.append(domain_dict(py, s)?)?;
+    }
+    o.set_item("set_domains", sets)?;
+    Ok(o)
+}
+
+fn attribute_dict<'py>(py: Python<'py>, a: &walcdc_core::schema::Attribute) -> PyResult<Bound<'py, PyDict>> {
+    let o = domain_dict(py, &a.domain)?;
+    o.set_item("id", a.id)?;
+    o.set_item("name", &a.name)?;
+    o.set_item("def_order", a.def_order)?;
+    o.set_item("primary_key", a.primary_key)?;
+    Ok(o)
+}
+
 /// An opened set of log volumes.
 #[pyclass(name = "LogSet", module = "walcdc._native", frozen)]
 struct PyLogSet {
@@ -406,6 +432,47 @@ impl PyLogSet {
         let log = self.inner.clone();
         let (lsa, adjusted) = py.detach(|| changes::find_lsa(&log, time)).map_err(|e| to_py(py, e))?;
         Ok((lsa.to_key(), adjusted))
+    }
+
+    /// Every table schema the log's class records define (committed), with all representations.
+    #[pyo3(signature = (on_encrypted="skip"))]
+    fn schemas<'py>(&self, py: Python<'py>, on_encrypted: &str) -> PyResult<Bound<'py, PyList>> {
+        let policy: OnEncrypted = on_encrypted.parse().map_err(|e| to_py(py, e))?;
+        let log = self.inner.clone();
+        let cat = py.detach(|| walcdc_core::catalog::learn(&log, policy)).map_err(|e| to_py(py, e))?;
+        let mut classes: Vec<_> = cat.classes().collect();
+        classes.sort_by(|a, b| a.name.cmp(&b.name));
+        let out = PyList::empty(py);
+        for c in classes {
+            let d = PyDict::new(py);
+            d.set_item("name", &c.name)?;
+            d.set_item("class_oid", c.oid.to_cdc())?;
+            d.set_item("class_oid_text", c.oid.to_string())?;
+            d.set_item("current_repid", c.current_repid)?;
+            d.set_item("flags", c.flags)?;
+            d.set_item("class_type", c.class_type)?;
+            d.set_item("dropped", cat.is_dropped(c.oid))?;
+            d.set_item("subclasses", c.subclasses.iter().map(|o| o.to_cdc()).collect::<Vec<_>>())?;
+            let reps = PyList::empty(py);
+            let mut ids: Vec<_> = c.representations.keys().copied().collect();
+            ids.sort();
+            for id in ids {
+                let r = &c.representations[&id];
+                let rd = PyDict::new(py);
+                rd.set_item("repid", r.repid)?;
+                rd.set_item("n_fixed", r.n_fixed)?;
+                rd.set_item("n_var", r.n_var)?;
+                let cols = PyList::empty(py);
+                for a in &r.attributes {
+                    cols.append(attribute_dict(py, a)?)?;
+                }
+                rd.set_item("columns", cols)?;
+                reps.append(rd)?;
+            }
+            d.set_item("representations", reps)?;
+            out.append(d)?;
+        }
+        Ok(out)
     }
 
     /// The oldest archive number still needed to restart at `restart_lsa`.

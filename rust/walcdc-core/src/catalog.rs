@@ -1,0 +1,422 @@
+//! The schema catalog of a stream: class records learned from the log (applied when their
+//! transaction commits) and given by the user, and rows decoded with them.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::chase::{Image, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION};
+use crate::error::Result;
+use crate::logset::LogSet;
+use crate::rcvindex::{
+    RVHF_DELETE, RVHF_INSERT, RVHF_INSERT_NEWHOME, RVHF_UPDATE, RVOVF_NEWPAGE_INSERT, RVOVF_PAGE_UPDATE,
+};
+use crate::record::Record;
+use crate::rectype::{LOG_ABORT, LOG_COMMIT, LOG_COMPENSATE, LOG_DIFF_UNDOREDO_DATA, LOG_REDO_DATA, LOG_UNDOREDO_DATA};
+
+const RVOVF_NEWPAGE_LINK: i32 = 55;
+const RVOVF_CHANGE_LINK: i32 = 57;
+use crate::row;
+use crate::schema::{self, ClassSchema, Representation};
+use crate::supplemental::Oid;
+
+/// A change to a class that a transaction made.
+#[derive(Clone, Debug)]
+pub enum ClassChange {
+    Upsert(Box<ClassSchema>),
+    Drop(Oid),
+}
+
+const SLOT_FLAGS: i16 = 0x8000u16 as i16;
+type Vpid = (i16, i32);
+
+/// Reassembles an overflow record from page images: first page `[next VPID 8][length 4][data]`,
+/// following pages `[next VPID 8][data]`. Returns the record and the pages it used.
+fn overflow_record(page: &dyn Fn(Vpid) -> Option<Vec<u8>>, first: Vpid) -> Option<(Vec<u8>, Vec<Vpid>)> {
+    let p = page(first)?;
+    let length = usize::try_from(i32::from_le_bytes(p.get(8..12)?.try_into().ok()?)).ok()?;
+    let mut out = p.get(12..)?.to_vec();
+    let mut used = vec![first];
+    let mut next = p;
+    while out.len() < length {
+        let pageid = i32::from_le_bytes(next.get(0..4)?.try_into().ok()?);
+        let volid = i16::from_le_bytes(next.get(4..6)?.try_into().ok()?);
+        if pageid < 0 || used.len() > 100_000 {
+            return None;
+        }
+        next = page((volid, pageid))?;
+        used.push((volid, pageid));
+        out.extend_from_slice(next.get(8..)?);
+    }
+    out.truncate(length);
+    Some((out, used))
+}
+
+/// Follows the heap of class records (the root-class heap) through the log: home slots,
+/// relocated records (whose updates happen on the new-home slot), and records larger than a page
+/// (whose updates may rewrite only their overflow pages). Emits class changes per transaction.
+///
+/// Memory stays bounded: overflow page images are kept only while their transaction is open,
+/// and afterwards only for the pages of class records.
+#[derive(Default)]
+pub struct ClassTracker {
+    /// New-home slot → home slot (the class OID).
+    home_of: HashMap<Oid, Oid>,
+    /// Images of `RVHF_INSERT_NEWHOME` not yet claimed by their home slot's relocation.
+    pending_newhome: HashMap<Oid, Vec<u8>>,
+    /// Big class records: class OID → first overflow page.
+    chains: HashMap<Oid, Vpid>,
+    /// Overflow pages of big class records.
+    class_pages: HashMap<Vpid, Vec<u8>>,
+    /// Overflow pages written by open transactions.
+    txn_pages: HashMap<i32, HashMap<Vpid, Vec<u8>>>,
+    /// Last class images, to tell real changes from rewrites of the same bytes.
+    last: HashMap<Oid, Vec<u8>>,
+}
+
+impl ClassTracker {
+    fn page(&self, trid: i32, v: Vpid) -> Option<Vec<u8>> {
+        self.txn_pages.get(&trid).and_then(|m| m.get(&v)).or_else(|| self.class_pages.get(&v)).cloned()
+    }
+
+    fn image(&mut self, oid: Oid, row: &[u8], out: &mut Vec<ClassChange>) {
+        if !schema::looks_like_class_record(row) || self.last.get(&oid).is_some_and(|l| l == row) {
+            return;
+        }
+        if let Ok(s) = schema::parse_class_record(oid, row) {
+            self.last.insert(oid, row.to_vec());
+            out.push(ClassChange::Upsert(Box::new(s)));
+        }
+    }
+
+    fn home_image(&mut self, trid: i32, slot: Oid, image: &[u8], out: &mut Vec<ClassChange>) {
+        if image.len() < 2 {
+            return;
+        }
+        let body = &image[2..];
+        match i16::from_le_bytes([image[0], image[1]]) {
+            REC_HOME => {
+                self.chains.remove(&slot);
+                self.image(slot, body, out);
+            }
+            REC_NEWHOME => match self.home_of.get(&slot).copied() {
+                Some(home) => self.image(home, body, out),
+                None => {
+                    if schema::looks_like_class_record(body) {
+                        self.pending_newhome.insert(slot, body.to_vec());
+                    }
+                }
+            },
+            REC_RELOCATION if body.len() == 8 => {
+                let newhome = Oid::from_native(body);
+                self.chains.remove(&slot);
+                self.home_of.retain(|_, h| *h != slot);
+                self.home_of.insert(newhome, slot);
+                if let Some(row) = self.pending_newhome.remove(&newhome) {
+                    self.image(slot, &row, out);
+                }
+            }
+            REC_BIGONE if body.len() == 8 => {
+                let fwd = Oid::from_native(body);
+                let first = (fwd.volid, fwd.pageid);
+                let found = overflow_record(&|v| self.page(trid, v), first);
+                if let Some((row, used)) = found {
+                    if schema::looks_like_class_record(&row) {
+                        for v in used {
+                            if let Some(p) = self.page(trid, v) {
+                                self.class_pages.insert(v, p);
+                            }
+                        }
+                        self.chains.insert(slot, first);
+                        self.home_of.retain(|_, h| *h != slot);
+                        self.image(slot, &row, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// At a transaction's end: its overflow pages of class records become the class pages, and
+    /// class records whose pages it rewrote are read again.
+    fn end(&mut self, trid: i32, committed: bool, out: &mut Vec<ClassChange>) {
+        let Some(pages) = self.txn_pages.remove(&trid) else { return };
+        let mut touched = false;
+        for (v, p) in pages {
+            // A rollback's compensations restore the pages: take them in either case.
+            if let Some(old) = self.class_pages.get_mut(&v) {
+                *old = p;
+                touched = true;
+            }
+        }
+        if !touched || !committed {
+            return;
+        }
+        let chains: Vec<(Oid, Vpid)> = self.chains.iter().map(|(o, f)| (*o, *f)).collect();
+        for (oid, first) in chains {
+            if let Some((row, _)) = overflow_record(&|v| self.class_pages.get(&v).cloned(), first) {
+                self.image(oid, &row, out);
+            }
+        }
+    }
+
+    /// What a record does to class records; the changes belong to the record's transaction
+    /// (and take effect when it commits).
+    pub fn record(&mut self, log: &LogSet, rec: &Record, out: &mut Vec<ClassChange>) -> Result<()> {
+        match rec.rectype {
+            LOG_COMMIT | LOG_ABORT => {
+                self.end(rec.trid, rec.rectype == LOG_COMMIT, out);
+                return Ok(());
+            }
+            LOG_REDO_DATA | LOG_UNDOREDO_DATA | LOG_DIFF_UNDOREDO_DATA | LOG_COMPENSATE => {}
+            _ => return Ok(()),
+        }
+        let (Some(rcv), Some((volid, pageid, offset))) = (rec.rcvindex(), rec.data_page()) else { return Ok(()) };
+        let heap = matches!(rcv, RVHF_INSERT | RVHF_DELETE | RVHF_UPDATE | RVHF_INSERT_NEWHOME);
+        let ovf = matches!(rcv, RVOVF_NEWPAGE_INSERT | RVOVF_NEWPAGE_LINK | RVOVF_PAGE_UPDATE | RVOVF_CHANGE_LINK);
+        if !heap && !ovf {
+            return Ok(());
+        }
+        let compensate = rec.rectype == LOG_COMPENSATE;
+        let (mut undo, mut redo) = (Vec::new(), Vec::new());
+        log.images(rec, &mut undo, &mut redo)?;
+        // A compensation carries the restored bytes in its only payload.
+        let new: &[u8] = if compensate { &undo } else { &redo };
+        let slot = Oid { pageid, slotid: offset & !SLOT_FLAGS, volid };
+        match rcv {
+            RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE => {
+                if !new.is_empty() {
+                    self.txn_pages.entry(rec.trid).or_default().insert((volid, pageid), new.to_vec());
+                }
+            }
+            RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK => {
+                if new.len() == 8 {
+                    if let Some(mut p) = self.page(rec.trid, (volid, pageid)).filter(|p| p.len() >= 8) {
+                        p[..8].copy_from_slice(new);
+                        self.txn_pages.entry(rec.trid).or_default().insert((volid, pageid), p);
+                    }
+                }
+            }
+            // Undoing an insert removes the slot.
+            RVHF_INSERT if compensate => {
+                if self.last.remove(&slot).is_some() {
+                    out.push(ClassChange::Drop(slot));
+                }
+            }
+            RVHF_DELETE if !compensate => {
+                if self.last.remove(&slot).is_some() {
+                    out.push(ClassChange::Drop(slot));
+                }
+                self.chains.remove(&slot);
+                self.home_of.remove(&slot);
+                self.home_of.retain(|_, h| *h != slot);
+            }
+            RVHF_INSERT => {
+                self.home_of.remove(&slot);
+                self.home_image(rec.trid, slot, new, out);
+            }
+            _ => self.home_image(rec.trid, slot, new, out),
+        }
+        Ok(())
+    }
+}
+
+/// A row decoded to JSON: `{"column": value, ...}` in column order, and the values per column.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecodedRow {
+    /// Canonical JSON object text.
+    pub json: String,
+    /// `(attribute id, column name, value as JSON text)` in column order.
+    pub columns: Vec<(i32, String, String)>,
+}
+
+/// Classes known to a stream.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog {
+    classes: HashMap<Oid, ClassSchema>,
+    /// Partition class → its partitioned (root) class.
+    parent: HashMap<Oid, Oid>,
+    dropped: HashSet<Oid>,
+}
+
+impl Catalog {
+    pub fn apply(&mut self, change: ClassChange) {
+        match change {
+            ClassChange::Upsert(s) => {
+                for sub in &s.subclasses {
+                    self.parent.insert(*sub, s.oid);
+                }
+                self.dropped.remove(&s.oid);
+                match self.classes.get_mut(&s.oid) {
+                    // Keep the layouts of representations the new record no longer lists.
+                    Some(old) => {
+                        let mut merged = *s;
+                        for (id, rep) in old.representations.drain() {
+                            merged.representations.entry(id).or_insert(rep);
+                        }
+                        *old = merged;
+                    }
+                    None => {
+                        self.classes.insert(s.oid, *s);
+                    }
+                }
+            }
+            ClassChange::Drop(oid) => {
+                self.dropped.insert(oid);
+            }
+        }
+    }
+
+    /// Adds a class given by the user (tables created before the log window).
+    pub fn add(&mut self, schema: ClassSchema) {
+        self.apply(ClassChange::Upsert(Box::new(schema)));
+    }
+
+    pub fn classes(&self) -> impl Iterator<Item = &ClassSchema> {
+        self.classes.values()
+    }
+
+    pub fn get(&self, oid: Oid) -> Option<&ClassSchema> {
+        self.classes.get(&oid)
+    }
+
+    pub fn is_dropped(&self, oid: Oid) -> bool {
+        self.dropped.contains(&oid)
+    }
+
+    /// The class a change is reported under: the partitioned table for a partition.
+    pub fn root(&self, oid: Oid) -> Oid {
+        let mut cur = oid;
+        for _ in 0..8 {
+            match self.parent.get(&cur) {
+                Some(&p) if p != cur => cur = p,
+                _ => break,
+            }
+        }
+        cur
+    }
+
+    /// The class's name as stored (owner-qualified), when known.
+    pub fn name(&self, oid: Oid) -> Option<&str> {
+        self.classes.get(&oid).map(|c| c.name.as_str())
+    }
+
+    /// Finds the representation a row was written with.
+    pub fn representation(&self, class: Oid, repid: i32) -> Option<(&ClassSchema, &Representation)> {
+        let c = self.classes.get(&class)?;
+        c.representations.get(&repid).map(|r| (c, r))
+    }
+
+    /// Decodes a heap image of `class` to JSON. `Err` says why it cannot be decoded (unknown
+    /// schema or representation, corrupt row); the raw image stays available to the caller.
+    pub fn decode(&self, class: Oid, img: &Image) -> std::result::Result<DecodedRow, String> {
+        if img.row.len() < 4 {
+            return Err("image shorter than a record header".into());
+        }
+        let repid = (u32::from_be_bytes(img.row[0..4].try_into().unwrap()) & 0x00FF_FFFF) as i32;
+        let Some(c) = self.classes.get(&class) else {
+            return Err(format!("schema unknown for class {class} (created before the log window?)"));
+        };
+        let Some(rep) = c.representations.get(&repid) else {
+            return Err(format!("representation {repid} of {} unknown", c.name));
+        };
+        let values = row::decode_row(rep, &img.row)?;
+        let mut cols: Vec<(i32, i32, String, String)> = rep
+            .attributes
+            .iter()
+            .zip(values.iter())
+            .map(|(a, v)| {
+                (
+                    if a.def_order < 0 { i32::MAX } else { a.def_order },
+                    a.id,
+                    a.name.clone(),
+                    row::value_json(v, &a.domain),
+                )
+            })
+            .collect();
+        cols.sort_by_key(|c| (c.0, c.1));
+        let mut json = String::with_capacity(64 + cols.iter().map(|c| c.2.len() + c.3.len() + 4).sum::<usize>());
+        json.push('{');
+        for (i, (_, _, name, value)) in cols.iter().enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            json_string(&mut json, name);
+            json.push(':');
+            json.push_str(value);
+        }
+        json.push('}');
+        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, id, n, v)| (id, n, v)).collect() })
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Names of the columns whose values differ between two decoded images (by attribute id).
+pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
+    let old: HashMap<i32, &str> = before.columns.iter().map(|(id, _, v)| (*id, v.as_str())).collect();
+    after
+        .columns
+        .iter()
+        .filter(|(id, _, v)| old.get(id).is_none_or(|o| *o != v.as_str()))
+        .map(|(_, n, _)| n.clone())
+        .collect()
+}
+
+/// Learns every committed class record of a log set (for `walcdc schema`): one forward walk,
+/// class changes staged per transaction and applied at its commit.
+pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::walker::OnEncrypted) -> Result<Catalog> {
+    Ok(learn_until(log, None, on_encrypted)?.0)
+}
+
+/// Learns the committed class records before `end` (all, if `None`), and returns the tracker
+/// state to go on from there. Changes of transactions still open at `end` are left out: a
+/// stream resuming there sees their records again.
+pub fn learn_until(
+    log: &std::sync::Arc<LogSet>,
+    end: Option<crate::lsa::Lsa>,
+    on_encrypted: crate::walker::OnEncrypted,
+) -> Result<(Catalog, ClassTracker)> {
+    let mut catalog = Catalog::default();
+    let mut tracker = ClassTracker::default();
+    let mut staged: HashMap<i32, Vec<ClassChange>> = HashMap::new();
+    let mut w = crate::walker::Walker::new(log.clone(), None, end, on_encrypted)?;
+    let mut out = Vec::new();
+    while let Some(rec) = w.next_record()? {
+        if rec.trid <= 0 {
+            continue;
+        }
+        tracker.record(log, &rec, &mut out)?;
+        staged.entry(rec.trid).or_default().append(&mut out);
+        match rec.rectype {
+            LOG_COMMIT => {
+                for c in staged.remove(&rec.trid).unwrap_or_default() {
+                    catalog.apply(c);
+                }
+            }
+            LOG_ABORT => {
+                staged.remove(&rec.trid);
+            }
+            _ => {}
+        }
+    }
+    for change in staged.into_values().flatten() {
+        if let ClassChange::Upsert(s) = change {
+            tracker.last.remove(&s.oid);
+        }
+    }
+    Ok((catalog, tracker))
+}

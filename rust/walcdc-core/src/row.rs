@@ -1,0 +1,1561 @@
+//! Heap rows: the column values of a heap record, decoded with the representation the record
+//! was written with, and their text forms as CUBRID's CDC API shows them.
+//!
+//! A record is `[header][variable-offset table][fixed area][bound bits][variable values]`
+//! (spec §8.2–§8.4). Everything read from the record is checked against its length before use:
+//! a damaged record gives `Err` (header, table or fixed area out of range) or, for one column,
+//! [`Value::Unknown`] with the reason. No allocation is sized from a length read from the record
+//! without first checking it against the bytes that are there (LZ4 output is bounded by the
+//! largest expansion LZ4 can produce).
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use crate::schema::{db_type, Domain, Representation};
+use crate::supplemental::Oid;
+
+/// One column value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    /// INTEGER, SMALLINT, BIGINT.
+    Int(i64),
+    Float(f32),
+    Double(f64),
+    /// NUMERIC: `unscaled / 10^scale`.
+    Numeric {
+        unscaled: i128,
+        scale: i32,
+    },
+    /// MONETARY: `DB_CURRENCY` code and amount.
+    Monetary {
+        currency: i32,
+        amount: f64,
+    },
+    /// CHAR, VARCHAR, NCHAR, VARNCHAR: the bytes as stored, in `codeset` (`INTL_CODESET`);
+    /// CHAR values keep their blank padding (their first `precision` characters).
+    String {
+        bytes: Vec<u8>,
+        codeset: i32,
+    },
+    /// BIT, VARBIT: `bits` bits, left-aligned in `bytes`.
+    Bit {
+        bytes: Vec<u8>,
+        bits: u32,
+    },
+    /// DATE: Julian Day Number (0 = the zero date).
+    Date(i32),
+    /// TIME: seconds since midnight.
+    Time(u32),
+    /// TIMESTAMP: seconds since 1970-01-01 00:00:00 UTC (0 = the zero timestamp).
+    Timestamp(u32),
+    /// TIMESTAMPLTZ: as TIMESTAMP, shown in the session time zone.
+    TimestampLtz(u32),
+    /// TIMESTAMPTZ: UTC seconds and the `TZ_ID` it was written with.
+    TimestampTz {
+        secs: u32,
+        tz: u32,
+    },
+    /// DATETIME: Julian Day Number and milliseconds since midnight (wall clock).
+    Datetime {
+        jdn: i32,
+        ms: u32,
+    },
+    /// DATETIMELTZ: as DATETIME, holding UTC, shown in the session time zone.
+    DatetimeLtz {
+        jdn: i32,
+        ms: u32,
+    },
+    /// DATETIMETZ: UTC date/time and the `TZ_ID`.
+    DatetimeTz {
+        jdn: i32,
+        ms: u32,
+        tz: u32,
+    },
+    /// ENUM: 1-based index into the domain's labels (0 = the special empty value).
+    Enum {
+        index: u16,
+        label: Option<String>,
+    },
+    /// OBJECT / OID: a reference to a row.
+    Oid(Oid),
+    /// JSON, as JSON text (compact, members in stored order).
+    Json(String),
+    /// SET (6), MULTISET (7), SEQUENCE (8): elements in stored order.
+    Collection {
+        kind: i32,
+        items: Vec<Value>,
+    },
+    /// BLOB / CLOB: the LOB's size and its external-storage locator (the data is not in the log).
+    Lob {
+        size: i64,
+        locator: String,
+    },
+    /// A value that could not be decoded (damaged record or unsupported type), and why.
+    Unknown {
+        reason: String,
+    },
+}
+
+/// Where one column's bytes are in a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// NULL (bound bit clear, or equal variable offsets).
+    Null,
+    /// The value's bytes: exactly the disk size for a fixed column; from the offset-table entry
+    /// to the next one (padding included) for a variable column.
+    Bytes(Range<usize>),
+    /// The offset table points outside the record.
+    Bad(String),
+}
+
+/// The decoded layout of a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowLayout {
+    /// Representation id from word 0.
+    pub repid: i32,
+    /// MVCC flags from word 0 (`0x01` insert id, `0x02` delete id, `0x04` previous version).
+    pub mvcc_flags: u8,
+    pub header_size: usize,
+    /// Width of a variable-offset-table entry (1, 2 or 4).
+    pub offset_size: usize,
+    pub has_bound_bits: bool,
+    /// One slot per attribute of the representation, in storage order; ranges are record offsets.
+    pub slots: Vec<Slot>,
+}
+
+/// Nesting limit for collections and JSON documents.
+const MAX_DEPTH: u32 = 64;
+/// Largest string CUBRID stores (`DB_MAX_STRING_LENGTH`).
+const MAX_STRING_LENGTH: u64 = 0x3FFF_FFFF;
+/// Largest factor by which an LZ4 block expands.
+const LZ4_MAX_RATIO: u64 = 255;
+/// Header size by `flags & 7` (§8.2).
+const HEADER_SIZE: [usize; 8] = [8, 16, 16, 24, 16, 24, 24, 32];
+/// JDN of 1970-01-01.
+const UNIX_EPOCH_JDN: i64 = 2_440_588;
+/// JDN of 1582-10-15, the first Gregorian day.
+const GREGORIAN_START_JDN: i64 = 2_299_161;
+const MS_PER_DAY: i64 = 86_400_000;
+
+fn be_u16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+
+fn be_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    be_u32(b, at).map(|v| v as i32)
+}
+
+fn be_u64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    be_u64(b, at).map(|v| v as i64)
+}
+
+fn align4(n: usize) -> usize {
+    n.div_ceil(4) * 4
+}
+
+fn short(what: &str) -> String {
+    format!("{what} runs past the end of its bytes")
+}
+
+/// Whether values of this type live in the variable part of a record.
+pub fn is_variable_type(t: i32) -> bool {
+    matches!(
+        t,
+        db_type::STRING
+            | db_type::VARNCHAR
+            | db_type::VARBIT
+            | db_type::SET
+            | db_type::MULTISET
+            | db_type::SEQUENCE
+            | db_type::BLOB
+            | db_type::CLOB
+            | db_type::ELO
+            | db_type::JSON
+    )
+}
+
+/// Bytes per character a fixed CHAR/NCHAR reserves (`INTL_CODESET_MULT`).
+fn codeset_multiplier(codeset: i32) -> usize {
+    match codeset {
+        5 => 4,
+        4 => 3,
+        _ => 1,
+    }
+}
+
+/// Disk size of a fixed-width column (§8.3), `None` for variable-width or unknown types or an
+/// unusable precision.
+pub fn fixed_disk_size(d: &Domain) -> Option<usize> {
+    Some(match d.db_type {
+        db_type::INTEGER | db_type::FLOAT | db_type::DATE | db_type::TIME | db_type::TIMESTAMP => 4,
+        db_type::TIMESTAMPLTZ => 4,
+        db_type::BIGINT | db_type::DOUBLE | db_type::DATETIME | db_type::DATETIMELTZ | db_type::TIMESTAMPTZ => 8,
+        db_type::OBJECT | db_type::OID => 8,
+        db_type::MONETARY | db_type::DATETIMETZ => 12,
+        db_type::SHORT | db_type::ENUMERATION => 2,
+        db_type::NUMERIC => 16,
+        db_type::CHAR | db_type::NCHAR => {
+            let n = usize::try_from(d.precision).ok().filter(|&n| n > 0)?;
+            let size = n.checked_mul(codeset_multiplier(d.codeset))?;
+            if size as u64 > MAX_STRING_LENGTH {
+                return None;
+            }
+            size
+        }
+        db_type::BIT => {
+            let n = usize::try_from(d.precision).ok().filter(|&n| n > 0)?;
+            if n as u64 > MAX_STRING_LENGTH {
+                return None;
+            }
+            n.div_ceil(8)
+        }
+        _ => return None,
+    })
+}
+
+/// Alignment of a fixed-width type (`pr_type.alignment`), which orders fixed columns (§8.3 rule 2).
+pub fn type_alignment(t: i32) -> usize {
+    match t {
+        db_type::SHORT | db_type::ENUMERATION => 2,
+        db_type::NUMERIC | db_type::CHAR | db_type::NCHAR | db_type::BIT => 1,
+        _ => 4,
+    }
+}
+
+/// Word 0 and the header size of a record.
+fn parse_header(record: &[u8]) -> Result<(u32, usize), String> {
+    let word = be_u32(record, 0).ok_or_else(|| format!("record of {} bytes has no header", record.len()))?;
+    let size = HEADER_SIZE[((word >> 24) & 7) as usize];
+    if record.len() < size {
+        return Err(format!("record of {} bytes is shorter than its {size}-byte header", record.len()));
+    }
+    Ok((word, size))
+}
+
+/// The representation id a record was written with (word 0), to pick its [`Representation`].
+pub fn record_repid(record: &[u8]) -> Result<i32, String> {
+    parse_header(record).map(|(w, _)| (w & 0x00FF_FFFF) as i32)
+}
+
+/// Locates every column of `record` (header included) laid out by `rep`.
+pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, String> {
+    let (word, h) = parse_header(record)?;
+    let repid = (word & 0x00FF_FFFF) as i32;
+    if rep.repid >= 0 && repid != rep.repid {
+        return Err(format!("record has representation {repid}, the schema given is representation {}", rep.repid));
+    }
+    let offset_size: usize = match (word >> 29) & 3 {
+        1 => 1,
+        2 => 2,
+        _ => 4,
+    };
+    let has_bb = word & 0x8000_0000 != 0;
+    let (n_fixed, n_var) = (rep.n_fixed, rep.n_var);
+    if n_fixed.checked_add(n_var) != Some(rep.attributes.len()) {
+        return Err(format!(
+            "representation {} has {} attributes but n_fixed {n_fixed} + n_var {n_var}",
+            rep.repid,
+            rep.attributes.len()
+        ));
+    }
+    // Fixed columns: back to back in storage order.
+    let mut fixed = Vec::with_capacity(n_fixed);
+    let mut fixed_sum = 0usize;
+    for a in &rep.attributes[..n_fixed] {
+        let size = fixed_disk_size(&a.domain)
+            .ok_or_else(|| format!("attribute {} (type {}) cannot be in the fixed part", a.name, a.domain.db_type))?;
+        fixed.push(fixed_sum..fixed_sum + size);
+        fixed_sum = fixed_sum.checked_add(size).ok_or("fixed part too large")?;
+    }
+    for a in &rep.attributes[n_fixed..] {
+        if !is_variable_type(a.domain.db_type) {
+            return Err(format!("attribute {} (type {}) cannot be in the variable part", a.name, a.domain.db_type));
+        }
+    }
+    let vt = if n_var == 0 { 0 } else { align4(offset_size.checked_mul(n_var + 1).ok_or("offset table too large")?) };
+    let fixed_length = align4(fixed_sum);
+    let bb = if has_bb { n_fixed.div_ceil(32) * 4 } else { 0 };
+    let fixed_at = h + vt;
+    let bb_at = fixed_at.checked_add(fixed_length).ok_or("fixed part too large")?;
+    let data_at = bb_at + bb;
+    if record.len() < data_at {
+        return Err(format!(
+            "record of {} bytes ends inside its fixed part (header {h}, offset table {vt}, fixed {fixed_length}, \
+             bound bits {bb})",
+            record.len()
+        ));
+    }
+    let mut slots = Vec::with_capacity(rep.attributes.len());
+    for (p, r) in fixed.into_iter().enumerate() {
+        let bound = !has_bb || record[bb_at + (p >> 3)] & (1 << (p & 7)) != 0;
+        slots.push(if bound { Slot::Bytes(fixed_at + r.start..fixed_at + r.end) } else { Slot::Null });
+    }
+    if n_var > 0 {
+        let entry = |i: usize| -> Option<usize> {
+            let at = h + i * offset_size;
+            match offset_size {
+                1 => record.get(at).map(|&b| b as usize),
+                2 => be_u16(record, at).map(|v| v as i16).and_then(|v| usize::try_from(v).ok()),
+                _ => be_i32(record, at).and_then(|v| usize::try_from(v).ok()),
+            }
+        };
+        let entries: Vec<Option<usize>> = (0..=n_var).map(entry).collect();
+        for j in 0..n_var {
+            let (Some(s), Some(e)) = (entries[j], entries[j + 1]) else {
+                slots.push(Slot::Bad(format!("variable column {j}: negative offset")));
+                continue;
+            };
+            if s == e {
+                slots.push(Slot::Null);
+                continue;
+            }
+            // Values are laid out in location order; a defensive reader takes the next larger
+            // entry when the following one is smaller.
+            let e = if e > s { Some(e) } else { entries.iter().flatten().copied().filter(|&x| x > s).min() };
+            let slot = match e {
+                None => Slot::Bad(format!("variable column {j}: no end offset after {s}")),
+                Some(e) if h + s < data_at => {
+                    Slot::Bad(format!("variable column {j}: offset {s} points into the fixed part (ends at {e})"))
+                }
+                Some(e) if h + e > record.len() => Slot::Bad(format!(
+                    "variable column {j}: bytes {s}..{e} after the header run past the record end ({} bytes)",
+                    record.len()
+                )),
+                Some(e) => Slot::Bytes(h + s..h + e),
+            };
+            slots.push(slot);
+        }
+    }
+    Ok(RowLayout {
+        repid,
+        mvcc_flags: ((word >> 24) & 0x1F) as u8,
+        header_size: h,
+        offset_size,
+        has_bound_bits: has_bb,
+        slots,
+    })
+}
+
+/// Decodes a heap record (header included, e.g. an event image's `row`) with the
+/// representation it was written with. Returns one value per `rep.attributes` entry (storage
+/// order). `Err` when the record's structure does not fit the representation; a column whose
+/// bytes cannot be decoded is [`Value::Unknown`].
+pub fn decode_row(rep: &Representation, record: &[u8]) -> Result<Vec<Value>, String> {
+    let layout = row_layout(rep, record)?;
+    Ok(rep
+        .attributes
+        .iter()
+        .zip(layout.slots)
+        .map(|(a, slot)| match slot {
+            Slot::Null => Value::Null,
+            Slot::Bad(reason) => Value::Unknown { reason },
+            Slot::Bytes(r) => decode_value(&a.domain, &record[r], 0),
+        })
+        .collect())
+}
+
+/// Decodes one value of `domain` from its bytes (a fixed column's disk bytes, or a variable
+/// column's bytes from its offset-table entry on). `depth` is the nesting level (0 for a column;
+/// collections and JSON documents deeper than 64 levels are refused).
+pub fn decode_value(d: &Domain, b: &[u8], depth: u32) -> Value {
+    match decode_value_inner(d, b, depth) {
+        Ok(v) => v,
+        Err(reason) => Value::Unknown { reason },
+    }
+}
+
+fn fixed_bytes<'a>(d: &Domain, b: &'a [u8]) -> Result<&'a [u8], String> {
+    let size = fixed_disk_size(d).ok_or_else(|| format!("type {} has no fixed size", d.db_type))?;
+    b.get(..size).ok_or_else(|| format!("type {} needs {size} bytes, {} there", d.db_type, b.len()))
+}
+
+fn jdn_of(v: u32) -> Result<i32, String> {
+    i32::try_from(v).map_err(|_| format!("day number {v} out of range"))
+}
+
+fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String> {
+    let t = d.db_type;
+    // Fixed types whose width does not depend on the domain.
+    let f = |n: usize| b.get(..n).ok_or_else(|| format!("type {t} needs {n} bytes, {} there", b.len()));
+    Ok(match t {
+        db_type::INTEGER => Value::Int(be_i32(f(4)?, 0).unwrap_or_default() as i64),
+        db_type::SHORT => Value::Int(be_u16(f(2)?, 0).unwrap_or_default() as i16 as i64),
+        db_type::BIGINT => Value::Int(be_i64(f(8)?, 0).unwrap_or_default()),
+        db_type::FLOAT => Value::Float(f32::from_bits(be_u32(f(4)?, 0).unwrap_or_default())),
+        db_type::DOUBLE => Value::Double(f64::from_bits(be_u64(f(8)?, 0).unwrap_or_default())),
+        db_type::MONETARY => {
+            let x = f(12)?;
+            Value::Monetary {
+                currency: be_i32(x, 0).unwrap_or_default(),
+                amount: f64::from_bits(be_u64(x, 4).unwrap_or_default()),
+            }
+        }
+        db_type::NUMERIC => {
+            let x: [u8; 16] = f(16)?.try_into().map_err(|_| "numeric")?;
+            Value::Numeric { unscaled: i128::from_be_bytes(x), scale: d.scale }
+        }
+        db_type::DATE => Value::Date(jdn_of(be_u32(f(4)?, 0).unwrap_or_default())?),
+        db_type::TIME => Value::Time(be_u32(f(4)?, 0).unwrap_or_default()),
+        db_type::TIMESTAMP => Value::Timestamp(be_u32(f(4)?, 0).unwrap_or_default()),
+        db_type::TIMESTAMPLTZ => Value::TimestampLtz(be_u32(f(4)?, 0).unwrap_or_default()),
+        db_type::TIMESTAMPTZ => {
+            let x = f(8)?;
+            Value::TimestampTz { secs: be_u32(x, 0).unwrap_or_default(), tz: be_u32(x, 4).unwrap_or_default() }
+        }
+        db_type::DATETIME | db_type::DATETIMELTZ | db_type::DATETIMETZ => {
+            let x = f(if t == db_type::DATETIMETZ { 12 } else { 8 })?;
+            let jdn = jdn_of(be_u32(x, 0).unwrap_or_default())?;
+            let ms = be_u32(x, 4).unwrap_or_default();
+            match t {
+                db_type::DATETIME => Value::Datetime { jdn, ms },
+                db_type::DATETIMELTZ => Value::DatetimeLtz { jdn, ms },
+                _ => Value::DatetimeTz { jdn, ms, tz: be_u32(x, 8).unwrap_or_default() },
+            }
+        }
+        db_type::ENUMERATION => {
+            let index = be_u16(f(2)?, 0).unwrap_or_default();
+            let label = (index as usize).checked_sub(1).and_then(|i| d.enum_labels.get(i)).cloned();
+            Value::Enum { index, label }
+        }
+        db_type::OBJECT | db_type::OID => Value::Oid(Oid::from_packed(f(8)?)),
+        db_type::CHAR | db_type::NCHAR => {
+            // A tagged collection element may carry a domain without precision: take what is there.
+            let x = if d.precision > 0 { fixed_bytes(d, b)? } else { b };
+            let keep = first_chars(x, d.codeset, usize::try_from(d.precision).ok().filter(|&n| n > 0));
+            Value::String { bytes: x[..keep].to_vec(), codeset: d.codeset }
+        }
+        db_type::BIT => {
+            let x = if d.precision > 0 { fixed_bytes(d, b)? } else { b };
+            let bits = if d.precision > 0 { d.precision as u32 } else { (x.len() * 8) as u32 };
+            Value::Bit { bytes: x.to_vec(), bits }
+        }
+        db_type::STRING | db_type::VARNCHAR => Value::String { bytes: decode_varchar(b)?.0, codeset: d.codeset },
+        db_type::VARBIT => {
+            let (bytes, bits) = decode_varbit(b)?;
+            Value::Bit { bytes, bits }
+        }
+        db_type::SET | db_type::MULTISET | db_type::SEQUENCE => decode_set(d, b, depth)?,
+        db_type::JSON => Value::Json(json_text(b, depth)?),
+        db_type::BLOB | db_type::CLOB | db_type::ELO => decode_lob(b)?,
+        _ => return Err(format!("type {t} is not a column type this decoder knows")),
+    })
+}
+
+/// Byte length of the first `n` characters of `b` in `codeset` (all of `b` when `n` is None).
+fn first_chars(b: &[u8], codeset: i32, n: Option<usize>) -> usize {
+    let Some(n) = n else { return b.len() };
+    let mut pos = 0;
+    for _ in 0..n {
+        if pos >= b.len() {
+            break;
+        }
+        let lead = b[pos];
+        let w = match codeset {
+            5 => match lead {
+                0xF0..=0xF7 => 4,
+                0xE0..=0xEF => 3,
+                0xC0..=0xDF => 2,
+                _ => 1,
+            },
+            4 => match lead {
+                0x8F => 3,
+                0x80..=0xFF => 2,
+                _ => 1,
+            },
+            _ => 1,
+        };
+        pos += w;
+    }
+    pos.min(b.len())
+}
+
+/// A VARCHAR-encoded string (§8.4): the text bytes and whether they were LZ4-compressed.
+pub fn decode_varchar(b: &[u8]) -> Result<(Vec<u8>, bool), String> {
+    let &first = b.first().ok_or("empty string value")?;
+    if first < 0xFF {
+        let len = first as usize;
+        let text = b.get(1..1 + len).ok_or_else(|| short(&format!("string of {len} bytes")))?;
+        return Ok((text.to_vec(), false));
+    }
+    let c = be_i32(b, 1).ok_or_else(|| short("long string header"))?;
+    let l = be_i32(b, 5).ok_or_else(|| short("long string header"))?;
+    let (c, l) = match (usize::try_from(c), usize::try_from(l)) {
+        (Ok(c), Ok(l)) => (c, l),
+        _ => return Err(format!("long string with negative length (compressed {c}, length {l})")),
+    };
+    if c == 0 {
+        let text = b.get(9..9 + l).ok_or_else(|| short(&format!("string of {l} bytes")))?;
+        return Ok((text.to_vec(), false));
+    }
+    let block = b.get(9..9 + c).ok_or_else(|| short(&format!("LZ4 string of {c} compressed bytes")))?;
+    if l as u64 > MAX_STRING_LENGTH || l as u64 > (c as u64).saturating_mul(LZ4_MAX_RATIO) + 64 {
+        return Err(format!("LZ4 string claims {l} bytes from {c} compressed bytes"));
+    }
+    let text = lz4_flex::block::decompress(block, l).map_err(|e| format!("LZ4 string does not decode: {e}"))?;
+    if text.len() != l {
+        return Err(format!("LZ4 string decodes to {} bytes, {l} declared", text.len()));
+    }
+    Ok((text, true))
+}
+
+/// A VARBIT value: bytes and bit length.
+fn decode_varbit(b: &[u8]) -> Result<(Vec<u8>, u32), String> {
+    let &first = b.first().ok_or("empty bit string")?;
+    let (bits, at) = if first < 0xFF {
+        (first as u32, 1)
+    } else {
+        let n = be_i32(b, 1).ok_or_else(|| short("bit string length"))?;
+        (u32::try_from(n).map_err(|_| format!("bit string with negative length {n}"))?, 5)
+    };
+    let n = (bits as usize).div_ceil(8);
+    let data = b.get(at..at + n).ok_or_else(|| short(&format!("bit string of {bits} bits")))?;
+    Ok((data.to_vec(), bits))
+}
+
+fn decode_lob(b: &[u8]) -> Result<Value, String> {
+    let size = be_i64(b, 0).ok_or_else(|| short("LOB header"))?;
+    let n = be_i32(b, 8).ok_or_else(|| short("LOB header"))?;
+    let n = usize::try_from(n).map_err(|_| format!("LOB locator with negative length {n}"))?;
+    let loc = b.get(12..12 + n).ok_or_else(|| short("LOB locator"))?;
+    let end = loc.iter().position(|&c| c == 0).unwrap_or(loc.len());
+    Ok(Value::Lob { size, locator: String::from_utf8_lossy(&loc[..end]).into_owned() })
+}
+
+/// A packed domain (class-records spec §2.5.2) at `*pos`; returns it and its NULL flag.
+fn packed_domain(b: &[u8], pos: &mut usize, depth: u32) -> Result<(Domain, bool), String> {
+    if depth > MAX_DEPTH {
+        return Err("packed domain nested too deeply".into());
+    }
+    let word = |pos: &mut usize| -> Result<u32, String> {
+        let w = be_u32(b, *pos).ok_or_else(|| short("packed domain"))?;
+        *pos += 4;
+        Ok(w)
+    };
+    let w = word(pos)?;
+    let null = w & 0x40 != 0;
+    let t = (w & 0x3F) as i32;
+    let mut d = Domain { db_type: t, precision: -1, ..Default::default() };
+    if t == db_type::NULL && w & 0x100 != 0 {
+        // Built-in domain reference: index = type + 1.
+        let index = (w >> 16) as i32;
+        d.db_type = index - 1;
+        d.codeset = 5;
+        return Ok((d, null));
+    }
+    let mut precision = (w >> 16) as i32;
+    let mut scale = ((w >> 8) & 0xFF) as i32;
+    match t {
+        db_type::CHAR | db_type::STRING | db_type::NCHAR | db_type::VARNCHAR | db_type::BIT | db_type::VARBIT => {
+            d.codeset = scale;
+            scale = 0;
+            if matches!(t, db_type::CHAR | db_type::STRING | db_type::NCHAR | db_type::VARNCHAR) {
+                d.collation = (word(pos)? & 0x3FFF_FFFF) as i32;
+            }
+        }
+        db_type::ENUMERATION if w & 0x200 != 0 => d.collation = (word(pos)? & 0x3FFF_FFFF) as i32,
+        _ => {}
+    }
+    if precision == 0xFFFF {
+        precision = word(pos)? as i32;
+    }
+    if t == db_type::NUMERIC && scale == 0xFF {
+        scale = word(pos)? as i32;
+    }
+    d.precision = if precision == 0 && t != db_type::NUMERIC { -1 } else { precision };
+    d.scale = scale;
+    match t {
+        db_type::OBJECT | db_type::OID if w & 0x100 != 0 => {
+            let oid = b.get(*pos..*pos + 8).ok_or_else(|| short("domain class OID"))?;
+            d.class_oid = Some(Oid::from_packed(oid));
+            *pos += 8;
+        }
+        db_type::ENUMERATION if w & 0x100 != 0 => {
+            // A plain sequence header, a count, then the labels as VARCHAR-encoded strings.
+            let count = be_i32(b, *pos + 4).ok_or_else(|| short("enumeration"))?;
+            *pos += 8;
+            for _ in 0..count.max(0) {
+                let rest = b.get(*pos..).unwrap_or_default();
+                let (text, _) = decode_varchar(rest)?;
+                *pos += varchar_stored_len(rest)?;
+                d.enum_labels.push(String::from_utf8_lossy(&text).into_owned());
+            }
+        }
+        _ => {}
+    }
+    if t == db_type::JSON && w & 0x400 != 0 {
+        let rest = b.get(*pos..).unwrap_or_default();
+        *pos += varchar_stored_len(rest)?;
+    }
+    if matches!(t, db_type::SET | db_type::MULTISET | db_type::SEQUENCE) && w & 0x100 != 0 {
+        loop {
+            let more = be_u32(b, *pos).ok_or_else(|| short("set element domain"))? & 0x80 != 0;
+            let (sub, _) = packed_domain(b, pos, depth + 1)?;
+            d.set_domains.push(sub);
+            if !more {
+                break;
+            }
+        }
+    }
+    Ok((d, null))
+}
+
+/// Bytes a VARCHAR-encoded string occupies, NUL and padding included.
+fn varchar_stored_len(b: &[u8]) -> Result<usize, String> {
+    let &first = b.first().ok_or("empty string value")?;
+    let body = if first < 0xFF {
+        1 + first as usize
+    } else {
+        let c = be_i32(b, 1).ok_or_else(|| short("long string header"))?;
+        let l = be_i32(b, 5).ok_or_else(|| short("long string header"))?;
+        9 + usize::try_from(if c > 0 { c } else { l }).map_err(|_| "negative string length".to_string())?
+    };
+    Ok(align4(body + 1))
+}
+
+/// A collection (§8.4): header word, count, offset table or bound bits, optional domain, elements.
+fn decode_set(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err("collection nested too deeply".into());
+    }
+    let w = be_u32(b, 0).ok_or_else(|| short("collection header"))?;
+    let kind = (w & 0xFF) as i32;
+    let count = be_i32(b, 4).ok_or_else(|| short("collection header"))?;
+    let count = usize::try_from(count).map_err(|_| format!("collection with {count} elements"))?;
+    let (bound_bit, var_bit, dom_bit, tag_bit) =
+        (w & 0x10000 != 0, w & 0x20000 != 0, w & 0x40000 != 0, w & 0x80000 != 0);
+    let mut pos = 8usize;
+    let mut offsets_at = None;
+    let mut bound_at = None;
+    if count > 0 {
+        if var_bit {
+            let n = count.checked_add(1).and_then(|n| n.checked_mul(4)).ok_or("collection count overflows")?;
+            if pos + n > b.len() {
+                return Err(format!("collection of {count} elements: offset table runs past its {} bytes", b.len()));
+            }
+            offsets_at = Some(pos);
+            pos += n;
+        } else if bound_bit {
+            let n = count.div_ceil(32) * 4;
+            if pos + n > b.len() {
+                return Err(format!("collection of {count} elements: bound bits run past its {} bytes", b.len()));
+            }
+            bound_at = Some(pos);
+            pos += n;
+        }
+    }
+    let mut elem: Option<Domain> = match d.set_domains.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    if dom_bit {
+        let size = be_i32(b, pos).ok_or_else(|| short("collection domain"))?;
+        let size = usize::try_from(size).map_err(|_| format!("collection domain of {size} bytes"))?;
+        let dom = b.get(pos + 4..pos + 4 + size).ok_or_else(|| short("collection domain"))?;
+        if elem.is_none() && !dom.is_empty() {
+            let mut p = 0;
+            if let Ok((sd, _)) = packed_domain(dom, &mut p, depth + 1) {
+                if let [one] = sd.set_domains.as_slice() {
+                    elem = Some(one.clone());
+                }
+            }
+        }
+        pos += 4 + size;
+    }
+    let mut items = Vec::new();
+    if let Some(at) = offsets_at {
+        for i in 0..count {
+            let s = be_i32(b, at + 4 * i).unwrap_or(-1);
+            let e = be_i32(b, at + 4 * (i + 1)).unwrap_or(-1);
+            let bytes = match (usize::try_from(s), usize::try_from(e)) {
+                (Ok(s), Ok(e)) if s <= e && e <= b.len() => &b[s..e],
+                _ => {
+                    items.push(Value::Unknown {
+                        reason: format!("element {i}: offsets {s}..{e} outside the collection"),
+                    });
+                    continue;
+                }
+            };
+            items.push(if tag_bit {
+                let mut p = 0;
+                match packed_domain(bytes, &mut p, depth + 1) {
+                    Ok((_, true)) => Value::Null,
+                    Ok((ed, false)) => decode_value(&ed, &bytes[p.min(bytes.len())..], depth + 1),
+                    Err(reason) => Value::Unknown { reason: format!("element {i}: {reason}") },
+                }
+            } else if bytes.is_empty() {
+                Value::Null
+            } else {
+                match &elem {
+                    Some(ed) => decode_value(ed, bytes, depth + 1),
+                    None => Value::Unknown { reason: "untagged element without an element domain".into() },
+                }
+            });
+        }
+    } else if count > 0 {
+        let ed = elem.ok_or("fixed-width collection without an element domain")?;
+        let size = fixed_disk_size(&ed).ok_or_else(|| format!("element type {} is not fixed-width", ed.db_type))?;
+        let total = count.checked_mul(size).ok_or("collection size overflows")?;
+        if size == 0 || pos + total > b.len() {
+            return Err(format!("collection of {count} × {size}-byte elements runs past its {} bytes", b.len()));
+        }
+        for i in 0..count {
+            let bound = match bound_at {
+                Some(at) => (be_u32(b, at + 4 * (i >> 5)).unwrap_or(0) >> (i & 31)) & 1 != 0,
+                None => true,
+            };
+            let x = &b[pos + i * size..pos + (i + 1) * size];
+            items.push(if bound { decode_value(&ed, x, depth + 1) } else { Value::Null });
+        }
+    }
+    Ok(Value::Collection { kind, items })
+}
+
+/// CUBRID's binary JSON (§8.4) as JSON text.
+fn json_text(b: &[u8], depth: u32) -> Result<String, String> {
+    let mut out = String::new();
+    let mut pos = 0;
+    json_node(b, &mut pos, &mut out, depth)?;
+    Ok(out)
+}
+
+fn json_word(b: &[u8], pos: &mut usize) -> Result<i32, String> {
+    let v = be_i32(b, *pos).ok_or_else(|| short("JSON value"))?;
+    *pos += 4;
+    Ok(v)
+}
+
+fn json_string(b: &[u8], pos: &mut usize) -> Result<String, String> {
+    let len = json_word(b, pos)?;
+    let len = usize::try_from(len).map_err(|_| format!("JSON string of length {len}"))?;
+    let bytes = b.get(*pos..*pos + len).ok_or_else(|| short("JSON string"))?;
+    let text = match bytes.split_last() {
+        Some((0, t)) => t,
+        _ => bytes,
+    };
+    *pos = align4(*pos + len);
+    Ok(String::from_utf8_lossy(text).into_owned())
+}
+
+fn json_node(b: &[u8], pos: &mut usize, out: &mut String, depth: u32) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err("JSON nested too deeply".into());
+    }
+    match json_word(b, pos)? {
+        0 => out.push_str("null"),
+        2 => {
+            let unsigned = json_word(b, pos)? != 0;
+            let v = json_word(b, pos)?;
+            let _ = if unsigned { write!(out, "{}", v as u32) } else { write!(out, "{v}") };
+        }
+        3 => {
+            let unsigned = json_word(b, pos)? != 0;
+            let v = be_i64(b, *pos).ok_or_else(|| short("JSON bigint"))?;
+            *pos += 8;
+            let _ = if unsigned { write!(out, "{}", v as u64) } else { write!(out, "{v}") };
+        }
+        4 => {
+            let v = f64::from_bits(be_u64(b, *pos).ok_or_else(|| short("JSON double"))?);
+            *pos += 8;
+            out.push_str(&json_f64(v));
+        }
+        5 => out.push_str(&json_quote(&json_string(b, pos)?)),
+        6 => {
+            let n = json_word(b, pos)?;
+            out.push('{');
+            for i in 0..n.max(0) {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&json_quote(&json_string(b, pos)?));
+                out.push(':');
+                json_node(b, pos, out, depth + 1)?;
+            }
+            out.push('}');
+        }
+        7 => {
+            let n = json_word(b, pos)?;
+            out.push('[');
+            for i in 0..n.max(0) {
+                if i > 0 {
+                    out.push(',');
+                }
+                json_node(b, pos, out, depth + 1)?;
+            }
+            out.push(']');
+        }
+        8 => out.push_str(if json_word(b, pos)? != 0 { "true" } else { "false" }),
+        t => return Err(format!("JSON node of unknown type {t}")),
+    }
+    Ok(())
+}
+
+fn json_quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+fn json_f64(v: f64) -> String {
+    if v.is_finite() {
+        serde_json::to_string(&v).unwrap_or_else(|_| "null".into())
+    } else {
+        "null".into()
+    }
+}
+
+/// Proleptic calendar date of a Julian Day Number as CUBRID decodes it: Julian calendar before
+/// 1582-10-15, Gregorian from then on. Returns (year, month, day).
+pub fn jdn_to_ymd(jdn: i64) -> (i64, u32, u32) {
+    // Richards' algorithm; the Gregorian correction applies only from the switch on.
+    let mut f = jdn + 1401;
+    if jdn >= GREGORIAN_START_JDN {
+        f += (((4 * jdn + 274_277).div_euclid(146_097)) * 3).div_euclid(4) - 38;
+    }
+    let e = 4 * f + 3;
+    let g = e.rem_euclid(1461).div_euclid(4);
+    let h = 5 * g + 2;
+    let day = h.rem_euclid(153).div_euclid(5) + 1;
+    let month = (h.div_euclid(153) + 2).rem_euclid(12) + 1;
+    let year = e.div_euclid(1461) - 4716 + (14 - month) / 12;
+    (year, month as u32, day as u32)
+}
+
+/// Julian Day Number of a calendar date (inverse of [`jdn_to_ymd`]).
+pub fn ymd_to_jdn(year: i64, month: u32, day: u32) -> i64 {
+    let (y, m, d) = (year, month as i64, day as i64);
+    let a = (14 - m) / 12;
+    let yy = y + 4800 - a;
+    let mm = m + 12 * a - 3;
+    let julian = d + (153 * mm + 2) / 5 + 365 * yy + yy.div_euclid(4) - 32083;
+    if (y, m, d) >= (1582, 10, 15) {
+        d + (153 * mm + 2) / 5 + 365 * yy + yy.div_euclid(4) - yy.div_euclid(100) + yy.div_euclid(400) - 32045
+    } else {
+        julian
+    }
+}
+
+fn fmt_date(jdn: i64) -> String {
+    if jdn == 0 {
+        return "0000-00-00".into();
+    }
+    let (y, m, d) = jdn_to_ymd(jdn);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn fmt_time_ms(ms: i64, with_ms: bool) -> String {
+    let s = ms.div_euclid(1000);
+    let (h, mi, se) = (s / 3600, (s / 60) % 60, s % 60);
+    if with_ms {
+        format!("{h:02}:{mi:02}:{se:02}.{:03}", ms.rem_euclid(1000))
+    } else {
+        format!("{h:02}:{mi:02}:{se:02}")
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fff]` of a (day number, milliseconds) pair; the zero date stays zero.
+fn fmt_datetime(jdn: i64, ms: i64, with_ms: bool) -> String {
+    if jdn == 0 && ms == 0 {
+        return format!("0000-00-00 {}", fmt_time_ms(0, with_ms));
+    }
+    format!("{} {}", fmt_date(jdn), fmt_time_ms(ms, with_ms))
+}
+
+/// A point in time as (day number, ms) shifted by `secs` seconds.
+fn shift(jdn: i64, ms: i64, secs: i64) -> (i64, i64) {
+    let total = jdn * MS_PER_DAY + ms + secs * 1000;
+    (total.div_euclid(MS_PER_DAY), total.rem_euclid(MS_PER_DAY))
+}
+
+fn timestamp_parts(secs: u32) -> (i64, i64) {
+    let s = secs as i64;
+    (UNIX_EPOCH_JDN + s / 86_400, (s % 86_400) * 1000)
+}
+
+/// What a `TZ_ID` says: a fixed offset in seconds, or an unresolved geographic zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TzId {
+    Offset(i64),
+    /// Zone id (index into the server's timezone library), GMT-offset rule id, DST rule id.
+    Zone {
+        zone: u32,
+        gmt_rule: u32,
+        dst_rule: u32,
+    },
+    Invalid(u32),
+}
+
+/// Splits a `TZ_ID` (§8.4): top bits `01` / `10` = fixed positive / negative offset in seconds,
+/// `00` = geographic zone.
+pub fn decode_tz_id(tz: u32) -> TzId {
+    match tz >> 30 {
+        1 => TzId::Offset((tz & 0x3FFF_FFFF) as i64),
+        2 => TzId::Offset(-((tz & 0x3FFF_FFFF) as i64)),
+        0 => TzId::Zone { zone: (tz >> 16) & 0x3FF, gmt_rule: (tz >> 8) & 0xFF, dst_rule: tz & 0xFF },
+        _ => TzId::Invalid(tz),
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fff] <zone>` for a UTC instant with a `TZ_ID`: a fixed offset is
+/// shown as local time with `+HH:MM`; a geographic zone cannot be resolved without the server's
+/// timezone library, so the instant stays in UTC, followed by the raw id.
+fn fmt_tz(jdn: i64, ms: i64, tz: u32, with_ms: bool) -> String {
+    match decode_tz_id(tz) {
+        TzId::Offset(off) => {
+            let (j, m) = shift(jdn, ms, off);
+            let a = off.unsigned_abs();
+            let sign = if off < 0 { '-' } else { '+' };
+            let mut s = format!("{} {sign}{:02}:{:02}", fmt_datetime(j, m, with_ms), a / 3600, (a / 60) % 60);
+            if a % 60 != 0 {
+                let _ = write!(s, ":{:02}", a % 60);
+            }
+            s
+        }
+        TzId::Zone { zone, gmt_rule, dst_rule } => format!(
+            "{} UTC (unresolved zone: tz_id 0x{tz:08X}, zone {zone}, gmt rule {gmt_rule}, dst rule {dst_rule})",
+            fmt_datetime(jdn, ms, with_ms)
+        ),
+        TzId::Invalid(_) => format!("{} UTC (invalid tz_id 0x{tz:08X})", fmt_datetime(jdn, ms, with_ms)),
+    }
+}
+
+/// `numeric_db_value_print`: the unscaled value with a decimal point `scale` digits from the
+/// right and at least one digit before it.
+pub fn numeric_text(unscaled: i128, scale: i32) -> String {
+    let digits = unscaled.unsigned_abs().to_string();
+    let sign = if unscaled < 0 { "-" } else { "" };
+    if scale <= 0 {
+        return format!("{sign}{digits}");
+    }
+    if scale > 38 {
+        return format!("{sign}{digits}E-{scale}");
+    }
+    let s = scale as usize;
+    let padded = if digits.len() <= s { format!("{}{digits}", "0".repeat(s + 1 - digits.len())) } else { digits };
+    let (int, frac) = padded.split_at(padded.len() - s);
+    format!("{sign}{int}.{frac}")
+}
+
+/// Currency sign CUBRID prints before a MONETARY amount (`DB_CURRENCY` order).
+pub fn currency_symbol(currency: i32) -> &'static str {
+    const SYMBOLS: [&str; 24] = [
+        "$", "Y", "&", "\\", "TL", "KHR", "CNY", "INR", "RUB", "AUD", "CAD", "BRL", "RON", "EUR", "CHF", "DKK", "NOK",
+        "BGN", "VND", "CZK", "PLN", "SEK", "HRK", "RSD",
+    ];
+    usize::try_from(currency).ok().and_then(|i| SYMBOLS.get(i)).copied().unwrap_or("")
+}
+
+fn monetary_text(currency: i32, amount: f64) -> String {
+    let amount = if amount.is_infinite() { f64::MAX.copysign(amount) } else { amount };
+    if amount.is_nan() {
+        return format!("{}nan", currency_symbol(currency));
+    }
+    format!("{}{amount:.2}", currency_symbol(currency))
+}
+
+/// `X'<hex>'`: one hex digit per 4 bits of the value.
+fn bit_text(bytes: &[u8], bits: u32) -> String {
+    let nibbles = (bits as usize).div_ceil(4).min(bytes.len() * 2);
+    let mut s = String::with_capacity(nibbles + 3);
+    s.push_str("X'");
+    for i in 0..nibbles {
+        let b = bytes[i / 2];
+        let n = if i % 2 == 0 { b >> 4 } else { b & 0xF };
+        s.push(char::from_digit(n as u32, 16).unwrap_or('?'));
+    }
+    s.push('\'');
+    s
+}
+
+/// The text of a string in its codeset: utf8 as is (invalid bytes become U+FFFD), iso88591 as
+/// Latin-1, euckr decoded from EUC-KR; other codesets are read as UTF-8.
+pub fn string_text(bytes: &[u8], codeset: i32) -> String {
+    match codeset {
+        3 => bytes.iter().map(|&b| b as char).collect(),
+        4 => encoding_rs::EUC_KR.decode_without_bom_handling(bytes).0.into_owned(),
+        _ => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+/// The value as JSON text in the forms CUBRID's CDC API uses (§7.6): numbers for integer and
+/// floating types; strings for NUMERIC (`"123.4500"`), MONETARY (`"$50244.71"`), CHAR (padded),
+/// VARCHAR, NCHAR/VARNCHAR (`"N'…'"`), BIT/VARBIT (`"X'1da1'"`), DATE (`"YYYY-MM-DD"`), TIME
+/// (`"HH:MM:SS"`), TIMESTAMP (`"YYYY-MM-DD HH:MM:SS"`), DATETIME (`"… HH:MM:SS.fff"`),
+/// TIMESTAMPLTZ/DATETIMELTZ in UTC with `" UTC"`, TIMESTAMPTZ/DATETIMETZ in their fixed offset's
+/// local time with `" +09:00"` (a geographic zone id stays UTC and is shown raw), ENUM (its
+/// label), OBJECT (`"volid|pageid|slotid"`), BLOB/CLOB (the locator); JSON as JSON; collections
+/// as arrays; NULL and undecodable values as `null`.
+///
+/// TIMESTAMP (UTC seconds) and the LTZ types are shown in UTC, which is what the API shows for a
+/// server running with `timezone=UTC` (as the fixtures' servers did); DATETIME is wall-clock time
+/// and shown as stored.
+pub fn value_json(v: &Value, domain: &Domain) -> String {
+    let nchar = matches!(domain.db_type, db_type::NCHAR | db_type::VARNCHAR);
+    match v {
+        Value::Null | Value::Unknown { .. } => "null".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => {
+            if f.is_finite() {
+                serde_json::to_string(f).unwrap_or_else(|_| "null".into())
+            } else {
+                "null".into()
+            }
+        }
+        Value::Double(f) => json_f64(*f),
+        Value::Json(text) => text.clone(),
+        Value::Enum { index, label } => match label {
+            Some(l) => json_quote(l),
+            None if *index == 0 => "\"\"".into(),
+            None => index.to_string(),
+        },
+        Value::Collection { items, .. } => {
+            let elem = match domain.set_domains.as_slice() {
+                [one] => Some(one),
+                _ => None,
+            };
+            let parts: Vec<String> =
+                items.iter().map(|it| value_json(it, elem.unwrap_or(&Domain::default()))).collect();
+            format!("[{}]", parts.join(","))
+        }
+        Value::String { bytes, codeset } if nchar => json_quote(&format!("N'{}'", string_text(bytes, *codeset))),
+        _ => json_quote(&value_text(v).unwrap_or_default()),
+    }
+}
+
+/// The CDC text form of a scalar value that the API sends as a string (see [`value_json`]);
+/// `None` for NULL, numbers, JSON, collections and undecodable values.
+pub fn value_text(v: &Value) -> Option<String> {
+    Some(match v {
+        Value::Numeric { unscaled, scale } => numeric_text(*unscaled, *scale),
+        Value::Monetary { currency, amount } => monetary_text(*currency, *amount),
+        Value::String { bytes, codeset } => string_text(bytes, *codeset),
+        Value::Bit { bytes, bits } => bit_text(bytes, *bits),
+        Value::Date(jdn) => fmt_date(*jdn as i64),
+        Value::Time(s) => fmt_time_ms(*s as i64 * 1000, false),
+        Value::Timestamp(0) => "0000-00-00 00:00:00".into(),
+        Value::Timestamp(s) => {
+            let (j, m) = timestamp_parts(*s);
+            fmt_datetime(j, m, false)
+        }
+        Value::TimestampLtz(0) => "0000-00-00 00:00:00 UTC".into(),
+        Value::TimestampLtz(s) => {
+            let (j, m) = timestamp_parts(*s);
+            format!("{} UTC", fmt_datetime(j, m, false))
+        }
+        Value::TimestampTz { secs, tz } => {
+            let (j, m) = timestamp_parts(*secs);
+            fmt_tz(j, m, *tz, false)
+        }
+        Value::Datetime { jdn, ms } => fmt_datetime(*jdn as i64, *ms as i64, true),
+        Value::DatetimeLtz { jdn, ms } => format!("{} UTC", fmt_datetime(*jdn as i64, *ms as i64, true)),
+        Value::DatetimeTz { jdn, ms, tz } => fmt_tz(*jdn as i64, *ms as i64, *tz, true),
+        Value::Enum { label: Some(l), .. } => l.clone(),
+        Value::Oid(o) => o.to_string(),
+        Value::Lob { locator, .. } => locator.clone(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Attribute;
+
+    fn dom(db_type: i32, precision: i32, scale: i32, codeset: i32) -> Domain {
+        Domain { db_type, precision, scale, codeset, ..Default::default() }
+    }
+
+    fn rep(repid: i32, cols: &[(&str, Domain)]) -> Representation {
+        let n_fixed = cols.iter().take_while(|c| !is_variable_type(c.1.db_type)).count();
+        Representation {
+            repid,
+            attributes: cols
+                .iter()
+                .enumerate()
+                .map(|(i, (n, d))| Attribute {
+                    id: i as i32,
+                    name: n.to_string(),
+                    def_order: i as i32,
+                    domain: d.clone(),
+                    primary_key: false,
+                })
+                .collect(),
+            n_fixed,
+            n_var: cols.len() - n_fixed,
+        }
+    }
+
+    /// Spec §8.5: `t (id INT, name VARCHAR(20), price NUMERIC(10,2), created DATETIME, note STRING)`
+    /// in storage order id, created, price | name, note.
+    fn example_rep() -> Representation {
+        rep(
+            1,
+            &[
+                ("id", dom(db_type::INTEGER, 10, 0, 0)),
+                ("created", dom(db_type::DATETIME, 23, 3, 0)),
+                ("price", dom(db_type::NUMERIC, 10, 2, 0)),
+                ("name", dom(db_type::STRING, 20, 0, 5)),
+                ("note", dom(db_type::STRING, 1_073_741_823, 0, 5)),
+            ],
+        )
+    }
+
+    fn example_record() -> Vec<u8> {
+        let mut r = vec![0xA1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
+        r.extend([0x24, 0x2C, 0x2C, 0x00]);
+        r.extend([0, 0, 0, 1, 0x00, 0x25, 0x8A, 0xE1, 0x02, 0x40, 0xC8, 0x40]);
+        r.extend([0u8; 14]);
+        r.extend([0x04, 0xE2]);
+        r.extend([0x07, 0, 0, 0]);
+        r.extend([5, b'a', b'p', b'p', b'l', b'e', 0, 0]);
+        assert_eq!(r.len(), 60);
+        r
+    }
+
+    fn json_of(v: &Value, d: &Domain) -> String {
+        value_json(v, d)
+    }
+
+    #[test]
+    fn row_worked_example() {
+        let rep = example_rep();
+        let rec = example_record();
+        let layout = row_layout(&rep, &rec).unwrap();
+        assert_eq!((layout.repid, layout.mvcc_flags, layout.header_size, layout.offset_size), (1, 1, 16, 1));
+        assert_eq!(layout.slots[3], Slot::Bytes(0x34..0x3C));
+        let v = decode_row(&rep, &rec).unwrap();
+        assert_eq!(v[0], Value::Int(1));
+        assert_eq!(v[1], Value::Datetime { jdn: 2_460_385, ms: 37_800_000 });
+        assert_eq!(v[2], Value::Numeric { unscaled: 1250, scale: 2 });
+        assert_eq!(v[3], Value::String { bytes: b"apple".to_vec(), codeset: 5 });
+        assert_eq!(v[4], Value::Null);
+        let a = &rep.attributes;
+        let texts: Vec<String> = v.iter().zip(a).map(|(v, a)| json_of(v, &a.domain)).collect();
+        assert_eq!(texts, ["1", "\"2024-03-15 10:30:00.000\"", "\"12.50\"", "\"apple\"", "null"]);
+        assert_eq!(record_repid(&rec), Ok(1));
+    }
+
+    #[test]
+    fn row_worked_example_lz4_note() {
+        let rep = example_rep();
+        let mut rec = example_record();
+        rec[0x10..0x14].copy_from_slice(&[0x24, 0x2C, 0x44, 0x00]);
+        rec.extend([0xFF, 0, 0, 0, 0x0C, 0, 0, 0x01, 0x2C]);
+        rec.extend([0x1F, 0x78, 0x01, 0x00, 0xFF, 0x14, 0x50, 0x78, 0x78, 0x78, 0x78, 0x78]);
+        rec.extend([0, 0, 0]);
+        assert_eq!(rec.len(), 84);
+        let v = decode_row(&rep, &rec).unwrap();
+        assert_eq!(v[4], Value::String { bytes: vec![b'x'; 300], codeset: 5 });
+        assert_eq!(v[3], Value::String { bytes: b"apple".to_vec(), codeset: 5 });
+    }
+
+    #[test]
+    fn row_repid_mismatch_and_null_fixed() {
+        let mut rep = example_rep();
+        let mut rec = example_record();
+        rep.repid = 2;
+        assert!(decode_row(&rep, &rec).unwrap_err().contains("representation 1"));
+        rep.repid = 1;
+        rec[0x30] = 0b101; // created is NULL
+        let v = decode_row(&rep, &rec).unwrap();
+        assert_eq!(v[1], Value::Null);
+        assert_eq!(v[2], Value::Numeric { unscaled: 1250, scale: 2 });
+        // Without the bound-bit flag every fixed column is bound.
+        rec[0] &= 0x7F;
+        rec.drain(0x30..0x34);
+        rec[0x10..0x13].copy_from_slice(&[0x20, 0x28, 0x28]);
+        let v = decode_row(&rep, &rec).unwrap();
+        assert_eq!(v[1], Value::Datetime { jdn: 2_460_385, ms: 37_800_000 });
+        assert_eq!(v[3], Value::String { bytes: b"apple".to_vec(), codeset: 5 });
+    }
+
+    #[test]
+    fn row_numeric_text() {
+        let d = dom(db_type::NUMERIC, 15, 4, 0);
+        let v = decode_value(&d, &[0xFF; 16], 0);
+        assert_eq!(v, Value::Numeric { unscaled: -1, scale: 4 });
+        assert_eq!(json_of(&v, &d), "\"-0.0001\"");
+        assert_eq!(numeric_text(-1, 0), "-1");
+        assert_eq!(numeric_text(-12345, 4), "-1.2345");
+        assert_eq!(numeric_text(5, 4), "0.0005");
+        assert_eq!(numeric_text(0, 2), "0.00");
+        assert_eq!(numeric_text(39_795_254_982_081, 4), "3979525498.2081");
+        assert_eq!(numeric_text(-116_422_104_690, 4), "-11642210.4690");
+        assert_eq!(numeric_text(i128::MIN, 38).len(), 1 + 2 + 38);
+        let mut b = [0u8; 16];
+        b[8..].copy_from_slice(&(-98_765i64).to_be_bytes());
+        b[..8].fill(0xFF);
+        assert_eq!(
+            decode_value(&dom(db_type::NUMERIC, 10, 2, 0), &b, 0),
+            Value::Numeric { unscaled: -98_765, scale: 2 }
+        );
+    }
+
+    #[test]
+    fn row_dates_julian_gregorian() {
+        assert_eq!(jdn_to_ymd(2_440_588), (1970, 1, 1));
+        assert_eq!(jdn_to_ymd(2_460_385), (2024, 3, 15));
+        assert_eq!(jdn_to_ymd(2_451_604), (2000, 2, 29));
+        assert_eq!(jdn_to_ymd(2_299_161), (1582, 10, 15)); // first Gregorian day
+        assert_eq!(jdn_to_ymd(2_299_160), (1582, 10, 4)); // the Julian day before it
+        assert_eq!(jdn_to_ymd(1_721_424), (1, 1, 1)); // 0001-01-01, Julian calendar
+        assert_eq!(jdn_to_ymd(5_373_484), (9999, 12, 31));
+        assert_eq!(jdn_to_ymd(2_305_448), (1600, 1, 1));
+        // 1500 is a leap year in the Julian calendar, not in the proleptic Gregorian one.
+        assert_eq!(ymd_to_jdn(1500, 3, 1) - ymd_to_jdn(1500, 2, 28), 2);
+        for j in (1_721_424..5_373_485).step_by(997) {
+            let (y, m, d) = jdn_to_ymd(j);
+            assert_eq!(ymd_to_jdn(y, m, d), j, "{y}-{m}-{d}");
+        }
+        let d = Domain::default();
+        assert_eq!(json_of(&Value::Date(2_460_385), &d), "\"2024-03-15\"");
+        assert_eq!(json_of(&Value::Date(2_299_160), &d), "\"1582-10-04\"");
+        assert_eq!(json_of(&Value::Date(0), &d), "\"0000-00-00\"");
+        assert_eq!(json_of(&Value::Time(70_163), &d), "\"19:29:23\"");
+        assert_eq!(json_of(&Value::Datetime { jdn: 2_459_607, ms: 86_399_999 }, &d), "\"2022-01-27 23:59:59.999\"");
+        assert_eq!(json_of(&Value::Timestamp(1_700_000_000), &d), "\"2023-11-14 22:13:20\"");
+        assert_eq!(json_of(&Value::TimestampLtz(1_687_827_723), &d), "\"2023-06-27 01:02:03 UTC\"");
+        assert_eq!(
+            json_of(&Value::DatetimeLtz { jdn: 2_459_638, ms: 86_399_001 }, &d),
+            "\"2022-02-27 23:59:59.001 UTC\""
+        );
+        // Stored UTC, shown in the offset's local time (the fixtures' c_tstz / c_dttz).
+        let tstz = decode_value(&dom(db_type::TIMESTAMPTZ, 0, 0, 0), &[0x64, 0xB0, 0x4A, 0xE2, 0x40, 0, 0x7E, 0x90], 0);
+        assert_eq!(json_of(&tstz, &d), "\"2023-07-14 04:05:06 +09:00\"");
+        let dttz = decode_value(
+            &dom(db_type::DATETIMETZ, 0, 0, 0),
+            &[0, 0x25, 0x88, 0x05, 0x02, 0xE5, 0x94, 0xBA, 0x80, 0, 0x4D, 0x58],
+            0,
+        );
+        assert_eq!(json_of(&dttz, &d), "\"2022-03-14 08:00:00.250 -05:30\"");
+        // Crossing midnight forwards.
+        let v = Value::DatetimeTz { jdn: 2_460_385, ms: 23 * 3_600_000, tz: 0x4000_7E90 };
+        assert_eq!(json_of(&v, &d), "\"2024-03-16 08:00:00.000 +09:00\"");
+        // A geographic zone id cannot be resolved offline: UTC time plus the raw id.
+        let v = Value::TimestampTz { secs: 1_700_000_000, tz: 0x0001_02FF };
+        assert!(json_of(&v, &d).starts_with("\"2023-11-14 22:13:20 UTC (unresolved zone: tz_id 0x000102FF, zone 1,"));
+        let dt = decode_value(&dom(db_type::DATETIME, 0, 0, 0), &[0, 0x25, 0x8A, 0xE1, 0x02, 0x40, 0xC8, 0x40], 0);
+        assert_eq!(dt, Value::Datetime { jdn: 2_460_385, ms: 37_800_000 });
+        // A day number that does not fit DATE is not a date.
+        assert!(matches!(decode_value(&dom(db_type::DATE, 0, 0, 0), &[0xFF; 4], 0), Value::Unknown { .. }));
+    }
+
+    #[test]
+    fn row_varchar_forms() {
+        // Short form.
+        assert_eq!(decode_varchar(&[3, b'a', b'b', b'c', 0, 0, 0, 0]), Ok((b"abc".to_vec(), false)));
+        assert_eq!(decode_varchar(&[0, 0, 0, 0]), Ok((vec![], false)));
+        // Long form, stored uncompressed.
+        let text: Vec<u8> = (0..300u32).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut b = vec![0xFF, 0, 0, 0, 0];
+        b.extend(300u32.to_be_bytes());
+        b.extend(&text);
+        b.extend([0, 0, 0, 0]);
+        assert_eq!(decode_varchar(&b), Ok((text.clone(), false)));
+        // Long form, LZ4.
+        let big: Vec<u8> = b"lz4-P4K-S0-T0001-".iter().copied().cycle().take(14_000).collect();
+        let block = lz4_flex::block::compress(&big);
+        let mut b = vec![0xFF];
+        b.extend((block.len() as u32).to_be_bytes());
+        b.extend((big.len() as u32).to_be_bytes());
+        b.extend(&block);
+        b.push(0);
+        assert_eq!(decode_varchar(&b), Ok((big.clone(), true)));
+        // Through a row: STRING column, 2-byte offsets.
+        let d = dom(db_type::STRING, 1_073_741_823, 0, 5);
+        assert_eq!(decode_value(&d, &b, 0), Value::String { bytes: big.clone(), codeset: 5 });
+        // Lies and truncation.
+        let mut lie = b.clone();
+        lie[5..9].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(decode_varchar(&lie).is_err());
+        let mut lie = b.clone();
+        lie[5..9].copy_from_slice(&((block.len() as u32) * 300).to_be_bytes());
+        assert!(decode_varchar(&lie).unwrap_err().contains("claims"));
+        let mut lie = b.clone();
+        lie[5..9].copy_from_slice(&(big.len() as u32 - 1).to_be_bytes());
+        assert!(decode_varchar(&lie).is_err());
+        for n in 0..b.len() - 1 {
+            let r = decode_varchar(&b[..n]);
+            assert!(r.is_err(), "{n}");
+        }
+        assert!(decode_varchar(&[10, b'a']).is_err());
+        assert!(decode_varchar(&[0xFF, 0x80, 0, 0, 0, 0, 0, 0, 1]).is_err());
+    }
+
+    #[test]
+    fn row_bits() {
+        let vb = dom(db_type::VARBIT, 64, 0, 0);
+        let v = decode_value(&vb, &[0x14, 0xBA, 0xAB, 0x00], 0);
+        assert_eq!(v, Value::Bit { bytes: vec![0xBA, 0xAB, 0x00], bits: 20 });
+        assert_eq!(json_of(&v, &vb), "\"X'baab0'\"");
+        let v = decode_value(&vb, &[0x14, 0xB3, 0x4A, 0x50], 0);
+        assert_eq!(json_of(&v, &vb), "\"X'b34a5'\"");
+        let mut long = vec![0xFF, 0, 0, 1, 0x2C];
+        long.extend([0xA5; 38]);
+        long.extend([0, 0, 0]);
+        let v = decode_value(&vb, &long, 0);
+        assert_eq!(v, Value::Bit { bytes: vec![0xA5; 38], bits: 300 });
+        assert_eq!(json_of(&v, &vb).len(), 2 + 3 + 75);
+        assert!(matches!(decode_value(&vb, &long[..20], 0), Value::Unknown { .. }));
+        assert!(matches!(decode_value(&vb, &[0x20, 1], 0), Value::Unknown { .. }));
+        let bit = dom(db_type::BIT, 16, 0, 1);
+        assert_eq!(json_of(&decode_value(&bit, &[0x1D, 0xA1], 0), &bit), "\"X'1da1'\"");
+    }
+
+    #[test]
+    fn row_char_codesets_and_text() {
+        // utf8 CHAR(3) reserves 12 bytes; the value is its first 3 characters.
+        let d = dom(db_type::CHAR, 3, 0, 5);
+        let mut b = "가a".as_bytes().to_vec();
+        b.resize(12, b' ');
+        let v = decode_value(&d, &b, 0);
+        assert_eq!(v, Value::String { bytes: "가a ".as_bytes().to_vec(), codeset: 5 });
+        assert_eq!(json_of(&v, &d), "\"가a \"");
+        // NCHAR is shown as N'...'.
+        let nd = dom(db_type::VARNCHAR, 40, 0, 5);
+        assert_eq!(json_of(&Value::String { bytes: b"abc".to_vec(), codeset: 5 }, &nd), "\"N'abc'\"");
+        // iso88591 as Latin-1, EUC-KR decoded, broken UTF-8 replaced.
+        let d0 = Domain::default();
+        assert_eq!(json_of(&Value::String { bytes: b"caf\xe9".to_vec(), codeset: 3 }, &d0), "\"café\"");
+        assert_eq!(json_of(&Value::String { bytes: vec![0xC7, 0xD1, 0xB1, 0xDB], codeset: 4 }, &d0), "\"한글\"");
+        assert_eq!(json_of(&Value::String { bytes: vec![0xC7, 0xD1, 0xB1], codeset: 4 }, &d0), "\"한\u{FFFD}\"");
+        assert_eq!(json_of(&Value::String { bytes: vec![b'a', 0xFF, b'"'], codeset: 5 }, &d0), "\"a\u{FFFD}\\\"\"");
+        // euckr CHAR(2) reserves 6 bytes.
+        let d = dom(db_type::CHAR, 2, 0, 4);
+        assert_eq!(
+            decode_value(&d, &[0xC7, 0xD1, b'x', b' ', b' ', b' '], 0),
+            Value::String { bytes: vec![0xC7, 0xD1, b'x'], codeset: 4 }
+        );
+    }
+
+    #[test]
+    fn row_scalars_and_text_forms() {
+        let d0 = Domain::default();
+        assert_eq!(decode_value(&dom(db_type::SHORT, 5, 0, 0), &[0x95, 0xAC], 0), Value::Int(-27_220));
+        assert_eq!(
+            decode_value(&dom(db_type::BIGINT, 19, 0, 0), &[0x93, 0x19, 0x53, 0x06, 0x58, 0xD2, 0x8B, 0xBD], 0),
+            Value::Int(-7_847_149_588_991_276_099)
+        );
+        let f = decode_value(&dom(db_type::FLOAT, 7, 0, 0), &[0x43, 0x9E, 0x20, 0x00], 0);
+        assert_eq!(f, Value::Float(316.25));
+        assert_eq!(json_of(&f, &d0), "316.25");
+        assert_eq!(json_of(&Value::Float(-1670.0), &d0), "-1670.0");
+        assert_eq!(json_of(&Value::Double(f64::NAN), &d0), "null");
+        let m = decode_value(
+            &dom(db_type::MONETARY, 0, 0, 0),
+            &[0, 0, 0, 0, 0x40, 0xD1, 0x91, 0x4C, 0xCC, 0xCC, 0xCC, 0xCD],
+            0,
+        );
+        assert_eq!(json_of(&m, &d0), "\"$17989.20\"");
+        assert_eq!(json_of(&Value::Monetary { currency: 3, amount: -5.0 }, &d0), "\"\\\\-5.00\"");
+        assert_eq!(json_of(&Value::Monetary { currency: 99, amount: 1.005 }, &d0), "\"1.00\"");
+        let e = dom(db_type::ENUMERATION, 0, 0, 5);
+        let e = Domain { enum_labels: vec!["red".into(), "green".into(), "blue".into()], ..e };
+        assert_eq!(json_of(&decode_value(&e, &[0, 3], 0), &e), "\"blue\"");
+        assert_eq!(json_of(&decode_value(&e, &[0, 9], 0), &e), "9");
+        assert_eq!(json_of(&decode_value(&e, &[0, 0], 0), &e), "\"\"");
+        let o = decode_value(&dom(db_type::OBJECT, 0, 0, 0), &[0, 0, 0, 0xE9, 0, 3, 0, 0], 0);
+        assert_eq!(o, Value::Oid(Oid { pageid: 233, slotid: 3, volid: 0 }));
+        assert_eq!(json_of(&o, &d0), "\"0|233|3\"");
+        let mut lob = vec![0, 0, 0, 0, 0, 0, 0, 88, 0, 0, 0, 12];
+        lob.extend(b"file:ces_1/\0");
+        lob.extend([0, 0, 0, 4]);
+        lob.extend(b"t_l\0");
+        lob.extend([0, 0, 0, 1]);
+        let l = decode_value(&dom(db_type::BLOB, 0, 0, 0), &lob, 0);
+        assert_eq!(l, Value::Lob { size: 88, locator: "file:ces_1/".into() });
+        assert_eq!(json_of(&l, &d0), "\"file:ces_1/\"");
+        assert!(matches!(decode_value(&dom(db_type::CLOB, 0, 0, 0), &lob[..15], 0), Value::Unknown { .. }));
+        assert!(matches!(decode_value(&dom(db_type::INTEGER, 0, 0, 0), &[1, 2], 0), Value::Unknown { .. }));
+        assert!(matches!(decode_value(&dom(17, 0, 0, 0), &[1, 2, 3, 4], 0), Value::Unknown { .. }));
+    }
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn row_collections_and_json() {
+        // As the server writes them (p4k/v11_2 fixtures): offset table, built-in domain, tagged elements.
+        let set = hex("000e00060000000300000020000000280000003000000038000000040007010000020100000000040002010000000006000201000000000c");
+        let d = dom(db_type::SET, 0, 0, 0);
+        let v = decode_value(&d, &set, 0);
+        assert_eq!(v, Value::Collection { kind: 6, items: vec![Value::Int(4), Value::Int(6), Value::Int(12)] });
+        assert_eq!(json_of(&v, &d), "[4,6,12]");
+        let mset = hex(concat!(
+            "000e000700000003000000200000002c00000038000000440000000400080100000a05040000000101610000000a0504",
+            "0000000101610000000a05040000000102623700"
+        ));
+        let v = decode_value(&dom(db_type::MULTISET, 0, 0, 0), &mset, 0);
+        assert_eq!(json_of(&v, &d), "[\"a\",\"a\",\"b7\"]");
+        // Untagged fixed elements with bound bits (element 1 NULL), element domain from the schema.
+        let mut fixed = vec![0, 1, 0, 8, 0, 0, 0, 3, 0, 0, 0, 0b101];
+        fixed.extend([0, 0, 0, 7, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF]);
+        let seq = Domain { set_domains: vec![dom(db_type::INTEGER, 0, 0, 0)], ..dom(db_type::SEQUENCE, 0, 0, 0) };
+        assert_eq!(json_of(&decode_value(&seq, &fixed, 0), &seq), "[7,null,-1]");
+        // A NULL tagged element and an empty set.
+        let null_elem = hex("000e0008000000010000001000000014000000040009010000020140");
+        assert_eq!(json_of(&decode_value(&seq, &null_elem, 0), &seq), "[null]");
+        assert_eq!(json_of(&decode_value(&seq, &hex("0000000800000000"), 0), &seq), "[]");
+        // Hostile counts and offsets.
+        assert!(matches!(decode_value(&seq, &hex("000e00087fffffff00000010"), 0), Value::Unknown { .. }));
+        assert!(matches!(decode_value(&seq, &hex("0001000840000000"), 0), Value::Unknown { .. }));
+        let bad = hex("000e0008000000010000001000000099000000040009010000020140");
+        assert_eq!(
+            decode_value(&seq, &bad, 0),
+            Value::Collection {
+                kind: 8,
+                items: vec![Value::Unknown { reason: "element 0: offsets 16..153 outside the collection".into() }]
+            }
+        );
+
+        // JSON: {"a":1,"b":[true,null,"xy"],"c":2.5,"d":-5000000000,"e":4294967295}
+        let mut j = Vec::new();
+        let w = |j: &mut Vec<u8>, v: i32| j.extend(v.to_be_bytes());
+        let s = |j: &mut Vec<u8>, t: &str| {
+            j.extend(((t.len() + 1) as i32).to_be_bytes());
+            j.extend(t.as_bytes());
+            j.push(0);
+            while !j.len().is_multiple_of(4) {
+                j.push(0xAB); // pad bytes are not zeroed by the server
+            }
+        };
+        w(&mut j, 6);
+        w(&mut j, 5);
+        s(&mut j, "a");
+        w(&mut j, 2);
+        w(&mut j, 0);
+        w(&mut j, 1);
+        s(&mut j, "b");
+        w(&mut j, 7);
+        w(&mut j, 3);
+        w(&mut j, 8);
+        w(&mut j, 1);
+        w(&mut j, 0);
+        w(&mut j, 5);
+        s(&mut j, "xy");
+        s(&mut j, "c");
+        w(&mut j, 4);
+        j.extend(2.5f64.to_bits().to_be_bytes());
+        s(&mut j, "d");
+        w(&mut j, 3);
+        w(&mut j, 0);
+        j.extend((-5_000_000_000i64).to_be_bytes());
+        s(&mut j, "e\"");
+        w(&mut j, 2);
+        w(&mut j, 1);
+        w(&mut j, -1);
+        let jd = dom(db_type::JSON, 0, 0, 0);
+        let v = decode_value(&jd, &j, 0);
+        let text = r#"{"a":1,"b":[true,null,"xy"],"c":2.5,"d":-5000000000,"e\"":4294967295}"#;
+        assert_eq!(v, Value::Json(text.into()));
+        assert_eq!(json_of(&v, &jd), text);
+        for n in 0..j.len() {
+            assert!(matches!(decode_value(&jd, &j[..n], 0), Value::Unknown { .. }), "{n}");
+        }
+        // Deep nesting is refused, not recursed into.
+        let mut deep = Vec::new();
+        for _ in 0..10_000 {
+            deep.extend([0, 0, 0, 7, 0, 0, 0, 1]);
+        }
+        assert!(matches!(decode_value(&jd, &deep, 0), Value::Unknown { .. }));
+    }
+
+    /// xorshift64*, deterministic.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+    }
+
+    #[test]
+    fn row_hostile_input_never_panics() {
+        let rep = example_rep();
+        let rec = example_record();
+        for n in 0..rec.len() {
+            let r = decode_row(&rep, &rec[..n]);
+            if n < 0x34 {
+                assert!(r.is_err(), "truncated to {n}");
+            } else {
+                assert!(r.is_ok(), "{n}");
+            }
+        }
+        // Bad offset-table entries give Unknown, not a panic.
+        let mut bad = rec.clone();
+        bad[0x11] = 0xF0;
+        bad[0x12] = 0xF0;
+        let v = decode_row(&rep, &bad).unwrap();
+        assert!(matches!(v[3], Value::Unknown { .. }), "{:?}", v[3]);
+        bad[0x10] = 0x01;
+        assert!(matches!(decode_row(&rep, &bad).unwrap()[3], Value::Unknown { .. }));
+        // A representation that does not add up.
+        let mut wrong = rep.clone();
+        wrong.n_var = 5;
+        assert!(decode_row(&wrong, &rec).is_err());
+        let mut wrong = rep.clone();
+        wrong.n_fixed = 4;
+        wrong.n_var = 1;
+        assert!(decode_row(&wrong, &rec).is_err());
+        // Random bytes through every kind of column and through whole rows.
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let kinds = [
+            dom(db_type::STRING, -1, 0, 5),
+            dom(db_type::VARBIT, -1, 0, 1),
+            dom(db_type::SET, 0, 0, 0),
+            dom(db_type::SEQUENCE, 0, 0, 0),
+            dom(db_type::JSON, 0, 0, 0),
+            dom(db_type::BLOB, 0, 0, 0),
+            dom(db_type::CHAR, 1_000_000, 0, 5),
+            dom(db_type::NUMERIC, 38, 60, 0),
+        ];
+        let wide = rep_all();
+        for round in 0..20_000 {
+            let len = (rng.next() % 96) as usize;
+            let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            if round % 2 == 0 && len >= 8 {
+                // Plausible headers and collection words make the decoders go deeper.
+                b[0] = [0x00, 0x0E, 0xFF][(rng.next() % 3) as usize];
+                b[3] = [6, 7, 8, 1][(rng.next() % 4) as usize];
+                b[4..8].copy_from_slice(&((rng.next() % 5) as u32).to_be_bytes());
+            }
+            for k in &kinds {
+                let v = decode_value(k, &b, 0);
+                let _ = value_json(&v, k);
+            }
+            if let Ok(vals) = decode_row(&wide, &b) {
+                for (v, a) in vals.iter().zip(&wide.attributes) {
+                    let _ = value_json(v, &a.domain);
+                }
+            }
+            let _ = decode_row(&rep, &b);
+        }
+    }
+
+    /// Every fixed type, then every variable type; repid taken from any record (-1).
+    fn rep_all() -> Representation {
+        rep(
+            -1,
+            &[
+                ("i", dom(db_type::INTEGER, 0, 0, 0)),
+                ("s", dom(db_type::SHORT, 0, 0, 0)),
+                ("b", dom(db_type::BIGINT, 0, 0, 0)),
+                ("tz", dom(db_type::DATETIMETZ, 0, 0, 0)),
+                ("m", dom(db_type::MONETARY, 0, 0, 0)),
+                ("c", dom(db_type::CHAR, 2, 0, 5)),
+                ("v", dom(db_type::STRING, -1, 0, 5)),
+                ("j", dom(db_type::JSON, 0, 0, 0)),
+                ("q", dom(db_type::SEQUENCE, 0, 0, 0)),
+            ],
+        )
+    }
+}
