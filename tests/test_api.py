@@ -173,3 +173,54 @@ def test_cli_errors_are_clean(tmp_path):
     bad.unlink()
     r = CliRunner().invoke(main, ["extract", str(tmp_path), "-o", str(tmp_path / "o.parquet")])
     assert r.exit_code == 2 and "supplemental_log=1" in r.output
+
+
+def test_table_names_filter(p4k, p4k_all):
+    by_name = walcdc.read_changes(p4k, tables=["t_types"]).read_all().to_pylist()
+    by_oid = walcdc.read_changes(p4k, tables=[T_TYPES]).read_all().to_pylist()
+    assert by_name == by_oid
+    assert {e["table"] for e in by_name if e["op"] != "ddl"} == {"dba.t_types"}
+    qualified = walcdc.read_changes(p4k, tables=["DBA.T_TYPES"]).read_all().to_pylist()
+    assert qualified == by_name
+    rest = walcdc.read_changes(p4k, exclude_tables=["t_types"]).read_all().to_pylist()
+    assert {e["table"] for e in rest} >= {"dba.t_nopk", "dba.t_huge"}
+    assert "dba.t_types" not in {e["table"] for e in rest if e["op"] != "ddl"}
+
+
+def test_logset_retention_and_schemas(p4k):
+    assert p4k.min_archive_needed(walcdc.Cursor(0, L.parse("7000|0"), None)) == 1
+    assert p4k.min_archive_needed(L.parse("15400|0")) == 3
+    names = {s["name"] for s in p4k.schemas()}
+    assert {"dba.t_types", "dba.t_new_name", "dba.t_alter"} <= names
+
+
+def test_cli_schema():
+    r = CliRunner().invoke(main, ["schema", "--sample"])
+    assert r.exit_code == 0, r.output
+    assert "dba.t_chg" in r.output and "s_long" in r.output
+    assert "ekr                      VARCHAR(60) euckr" in r.output
+
+
+def test_chase_landing_on_the_wrong_record_is_an_error(tmp_path):
+    from walcdc.testing import LogWriter, Workload, _native_oid, _raw_lsa, cdc_oid
+
+    w = LogWriter(page_size=4096, active_pages=8, archive_pages=4)
+    wl = Workload(w)
+    t = wl.begin(1)
+    t.insert(cdc_oid(0, 229, 1), b"row", page=100, slot=1)
+    # A second INSERT supplemental record that names the transaction's savepoint record.
+    sp = t.savepoint()
+    t._supplement("insert", _native_oid(cdc_oid(0, 229, 1)) + _raw_lsa(sp))
+    t.commit()
+    w.finish(tmp_path)
+    with pytest.raises(walcdc.CorruptRecordError, match="holds none") as exc:
+        walcdc.read_changes(tmp_path).read_all()
+    assert exc.value.lsa == sp
+    rows = walcdc.read_changes(tmp_path, on_error="skip").read_all().to_pylist()
+    assert [r["error"] is None for r in rows] == [True, False]
+    assert rows[1]["after_image"] is None and "holds none" in rows[1]["error"]
+
+
+def test_positions_outside_the_log(p4k):
+    with pytest.raises(walcdc.InvalidArgumentError):
+        walcdc.read_changes(p4k, start="99999|0")

@@ -142,8 +142,9 @@ class ChangeStream:
         return dict(self._native.stats())
 
 
-def _class_oid(value: Union[int, str]) -> int:
-    """A class OID in CUBRID's CDC packing, from an int or ``volid|pageid|slotid`` text."""
+def _class_oid(value: Union[int, str]) -> Optional[int]:
+    """A class OID in CUBRID's CDC packing from an int or ``volid|pageid|slotid`` text; ``None``
+    for a table name."""
     if isinstance(value, int):
         return value
     text = str(value).strip()
@@ -151,10 +152,23 @@ def _class_oid(value: Union[int, str]) -> int:
     if len(parts) == 3 and all(p.strip().lstrip("-").isdigit() for p in parts):
         vol, page, slot = (int(p) for p in parts)
         return (page & 0xFFFFFFFF) | ((slot & 0xFFFF) << 32) | ((vol & 0xFFFF) << 48)
-    raise InvalidArgumentError(
-        f"table {value!r}: give a class OID (CDC packing, or 'volid|pageid|slotid'); "
-        "table names need the schema learned from the log, which this version does not have yet"
-    )
+    if "|" in text or not text:
+        raise InvalidArgumentError(f"not a table name or class OID: {value!r}")
+    return None
+
+
+def _split_tables(values):
+    """(class OIDs, names) of a table filter; names are matched with the schemas of the log."""
+    if values is None:
+        return None, None
+    oids, names = [], []
+    for v in values:
+        oid = _class_oid(v)
+        if oid is None:
+            names.append(str(v).strip())
+        else:
+            oids.append(oid)
+    return oids, names
 
 
 def _position(log: LogSet, value, what: str) -> Optional[int]:
@@ -204,7 +218,9 @@ def read_changes(
     ``start`` / ``end``: LSAs (``"pageid|offset"`` or u64) or times (aware ``datetime`` or epoch
     seconds as float; time to LSA as CUBRID's ``cdc_find_lsa``). ``cursor``: a :class:`Cursor`
     (or a path to one saved with :meth:`Cursor.save`) to resume after a previous stream.
-    ``tables`` / ``exclude_tables``: class OIDs. ``users``: user names. ``ops``: a subset of
+    ``tables`` / ``exclude_tables``: table names (``t`` or ``owner.t``, matched with the schemas
+    learned from the log, partitions under their table) or class OIDs. ``users``: user names.
+    ``ops``: a subset of
     ``insert``, ``update``, ``delete``, ``ddl`` (plus ``commit``, ``abort``, ``timer`` markers).
     ``mode``: which images to build: ``"id"`` (none), ``"before"``, ``"after"``, ``"full"``.
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
@@ -224,13 +240,21 @@ def read_changes(
         bad = [o for o in ops_list if o not in OPS]
         if bad:
             raise InvalidArgumentError(f"unknown ops {bad}; choose from {list(OPS)}")
+    table_oids, table_names = _split_tables(list(tables) if tables is not None else None)
+    if tables is not None and not table_names:
+        table_names = None
+    elif tables is not None and not table_oids:
+        table_oids = None
+    exclude_oids, exclude_names = _split_tables(list(exclude_tables or []))
     native = log._native.changes(
         start=_position(log, start, "start"),
         end=_position(log, end, "end"),
         committed_only=committed_only,
         mode=mode,
-        tables=[_class_oid(t) for t in tables] if tables is not None else None,
-        exclude_tables=[_class_oid(t) for t in exclude_tables] if exclude_tables else None,
+        tables=table_oids,
+        exclude_tables=exclude_oids or None,
+        table_names=table_names,
+        exclude_table_names=exclude_names or None,
         users=list(users) if users is not None else None,
         ops=ops_list,
         include_trigger=include_trigger,

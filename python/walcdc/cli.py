@@ -156,6 +156,114 @@ def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progr
         click.echo(f"{'total':<32} {n:>10,} {100:>7.2f}% {nbytes:>14,} {100:>7.2f}%")
 
 
+DB_TYPE_NAMES = {
+    1: "INTEGER",
+    2: "FLOAT",
+    3: "DOUBLE",
+    4: "VARCHAR",
+    5: "OBJECT",
+    6: "SET",
+    7: "MULTISET",
+    8: "SEQUENCE",
+    10: "TIME",
+    11: "TIMESTAMP",
+    12: "DATE",
+    13: "MONETARY",
+    18: "SMALLINT",
+    20: "OID",
+    22: "NUMERIC",
+    23: "BIT",
+    24: "VARBIT",
+    25: "CHAR",
+    26: "NCHAR",
+    27: "VARNCHAR",
+    31: "BIGINT",
+    32: "DATETIME",
+    33: "BLOB",
+    34: "CLOB",
+    35: "ENUM",
+    36: "TIMESTAMPTZ",
+    37: "TIMESTAMPLTZ",
+    38: "DATETIMETZ",
+    39: "DATETIMELTZ",
+    40: "JSON",
+}
+CODESETS = {3: "iso88591", 4: "euckr", 5: "utf8"}
+
+
+def _type_text(c) -> str:
+    t = DB_TYPE_NAMES.get(c["type"], f"type#{c['type']}")
+    if t == "NUMERIC":
+        t += f"({c['precision']},{c['scale']})"
+    elif t in ("CHAR", "NCHAR", "BIT", "VARBIT") or (
+        t in ("VARCHAR", "VARNCHAR") and c["precision"] not in (-1, 1073741823)
+    ):
+        t += f"({c['precision']})"
+    elif t == "VARCHAR":
+        t = "STRING"
+    if (
+        t.startswith(("CHAR", "VARCHAR", "STRING", "NCHAR", "VARNCHAR"))
+        and c["codeset"] in CODESETS
+    ):
+        t += f" {CODESETS[c['codeset']]}"
+    if c["enum_labels"]:
+        t += "(" + ", ".join(repr(x) for x in c["enum_labels"]) + ")"
+    if c["set_domains"]:
+        t += "(" + ", ".join(_type_text(d) for d in c["set_domains"]) + ")"
+    return t
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--sample", is_flag=True, help="The small real log shipped with walcdc.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Also system classes and old representations."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def schema(paths, sample, show_all, as_json) -> None:
+    """Table schemas learned from the log's class records: tables, OIDs, representations,
+    columns and types."""
+    import json as _json
+
+    if sample:
+        paths = (str(walcdc.samples.sample_path()),)
+    if not paths:
+        raise click.UsageError("give a log directory or volume files, or --sample")
+    try:
+        log = walcdc.open_log(list(paths) if len(paths) > 1 else paths[0])
+        classes = log.schemas()
+    except LogError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if not show_all:
+        # System classes and views (the catalog) have no owner in their name.
+        classes = [c for c in classes if not c["flags"] & 1 and "." in c["name"]]
+    if as_json:
+        click.echo(_json.dumps(classes, indent=2))
+        return
+    for c in classes:
+        kind = "view" if c["class_type"] == 1 else "table"
+        state = " (dropped)" if c["dropped"] else ""
+        click.echo(
+            f"{c['name']}  {kind}  class OID {c['class_oid_text']}  "
+            f"representation {c['current_repid']}{state}"
+        )
+        reps = sorted(c["representations"], key=lambda r: -r["repid"])
+        for r in reps:
+            if not r["columns"] or (r["repid"] != c["current_repid"] and not show_all):
+                continue
+            if r["repid"] != c["current_repid"]:
+                click.echo(f"  representation {r['repid']}:")
+            for col in sorted(r["columns"], key=lambda x: (x["def_order"] < 0, x["def_order"])):
+                pk = "  PRIMARY KEY" if col["primary_key"] else ""
+                click.echo(f"    {col['name']:<24} {_type_text(col)}{pk}")
+        if c["subclasses"]:
+            click.echo(f"  partitions: {len(c['subclasses'])}")
+        others = [r["repid"] for r in reps if r["repid"] != c["current_repid"] and r["columns"]]
+        if others and not show_all:
+            click.echo(f"  older representations: {', '.join(map(str, others))} (--all shows them)")
+
+
 def _position_arg(ctx, param, value: Optional[str]):
     """An LSA (``pageid|offset``) or a time (ISO 8601; UTC when no zone is given)."""
     import datetime

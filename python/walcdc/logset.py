@@ -96,6 +96,23 @@ class LogSet:
         }
         _warn_skipped(skipped)
 
+    def schemas(self, on_encrypted: str = "skip") -> List[Dict[str, Any]]:
+        """The table schemas the log's committed class records define: ``name`` (as stored,
+        owner-qualified), ``class_oid`` (CDC packing) and ``class_oid_text``, ``current_repid``,
+        ``dropped``, ``subclasses`` (partitions), and every ``representation`` with its
+        ``columns`` in storage order (``id``, ``name``, ``def_order``, ``type`` (DB_TYPE id),
+        ``precision``, ``scale``, ``codeset``, ``collation``, ``enum_labels``, ``set_domains``,
+        ``primary_key``)."""
+        return list(self._native.schemas(on_encrypted))
+
+    def min_archive_needed(self, cursor) -> Optional[int]:
+        """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`
+        or a restart LSA) still needs: archives with smaller numbers can be deleted."""
+        from walcdc.lsa import coerce
+
+        restart = getattr(cursor, "restart_lsa", cursor)
+        return self._native.min_archive_needed(coerce(restart))
+
     def record(self, lsa: Union[int, str]) -> Dict[str, Any]:
         """Random access: the record at ``lsa`` with its ``undo`` and ``redo`` images (unzipped,
         DIFF rebuilt) and raw ``data_header``."""

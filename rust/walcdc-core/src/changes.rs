@@ -214,6 +214,10 @@ pub struct ChangeOptions {
     /// Only these classes (CDC OID packing); `None` = all.
     pub tables: Option<HashSet<u64>>,
     pub exclude_tables: HashSet<u64>,
+    /// Only / not these tables by name (`t` or `owner.t`, case-insensitive), resolved with the
+    /// schemas known at the time of each change.
+    pub table_names: Option<Vec<String>>,
+    pub exclude_table_names: Vec<String>,
     /// Only these users (compared case-insensitively); `None` = all.
     pub users: Option<Vec<String>>,
     /// Only these operations; `None` = insert, update, delete, ddl (plus commit, abort and
@@ -236,6 +240,8 @@ impl Default for ChangeOptions {
             mode: ImageMode::Full,
             tables: None,
             exclude_tables: HashSet::new(),
+            table_names: None,
+            exclude_table_names: Vec::new(),
             users: None,
             ops: None,
             include_trigger: true,
@@ -470,12 +476,33 @@ impl ChangeReader {
         }
     }
 
-    fn class_passes(&self, class: Oid) -> bool {
-        let c = class.to_cdc();
-        if self.opts.exclude_tables.contains(&c) {
+    /// Whether changes of `class` (a table, or a partition of one) pass the table filters. Names
+    /// come from the committed schemas and from the class records of transaction `trid` (a
+    /// table created in the same transaction).
+    fn class_passes(&self, class: Oid, trid: i32) -> bool {
+        let root = self.catalog.root(class);
+        let oids = [class.to_cdc(), root.to_cdc()];
+        let staged = self.txns.get(&trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
+        let staged_name = |oid: Oid| {
+            staged.iter().rev().find_map(|c| match c {
+                ClassChange::Upsert(s) if s.oid == oid => Some(s.name.as_str()),
+                _ => None,
+            })
+        };
+        let names: Vec<&str> = [staged_name(class), self.catalog.name(class), self.catalog.name(root)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let named = |list: &[String]| list.iter().any(|want| names.iter().any(|n| name_matches(n, want)));
+        if oids.iter().any(|o| self.opts.exclude_tables.contains(o)) || named(&self.opts.exclude_table_names) {
             return false;
         }
-        self.opts.tables.as_ref().is_none_or(|t| t.contains(&c))
+        match (&self.opts.tables, &self.opts.table_names) {
+            (None, None) => true,
+            (t, n) => {
+                t.as_ref().is_some_and(|t| oids.iter().any(|o| t.contains(o))) || n.as_ref().is_some_and(|n| named(n))
+            }
+        }
     }
 
     fn user_passes(&self, user: Option<&str>) -> bool {
@@ -763,7 +790,7 @@ impl ChangeReader {
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 // Filters are decided before any image is built.
                 if (dml.trigger && !self.opts.include_trigger)
-                    || !self.class_passes(dml.class_oid)
+                    || !self.class_passes(dml.class_oid, rec.trid)
                     || (user.is_some() && !self.user_passes(user.as_deref()))
                     || (engine && !self.user_passes(user.as_deref()))
                 {
@@ -805,7 +832,7 @@ impl ChangeReader {
                 if engine && !self.resolve_user(rec)? {
                     return Ok(());
                 }
-                if !self.wants(Op::Ddl) || (!ddl.class_oid.is_null() && !self.class_passes(ddl.class_oid)) {
+                if !self.wants(Op::Ddl) || (!ddl.class_oid.is_null() && !self.class_passes(ddl.class_oid, rec.trid)) {
                     return Ok(());
                 }
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
@@ -911,6 +938,13 @@ impl ChangeReader {
     }
 }
 
+/// `owner.table` matches `table` and `owner.table`, case-insensitively.
+fn name_matches(stored: &str, wanted: &str) -> bool {
+    let wanted = wanted.trim();
+    stored.eq_ignore_ascii_case(wanted)
+        || (!wanted.contains('.') && stored.rsplit_once('.').is_some_and(|(_, t)| t.eq_ignore_ascii_case(wanted)))
+}
+
 /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
 /// changes), and names its table.
 fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event) -> Typed {
@@ -971,6 +1005,9 @@ pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
     }
     let page = match log.fetch(lsa.pageid) {
         Fetch::Ok(p) => p,
+        Fetch::Absent(_) if log.header().is_some_and(|h| lsa.pageid > h.append_lsa.pageid) => {
+            return Err(LogError::InvalidArgument { msg: format!("LSA {lsa} lies beyond the end of the log") });
+        }
         other => return Err(log.fetch_error(other, lsa.pageid, lsa)),
     };
     let area = log.area_size();

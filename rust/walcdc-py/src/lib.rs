@@ -377,7 +377,7 @@ impl PyLogSet {
     /// Change events (see `walcdc.read_changes`).
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536))]
+        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -396,6 +396,8 @@ impl PyLogSet {
         on_error: &str,
         on_encrypted: &str,
         batch_size: usize,
+        table_names: Option<Vec<String>>,
+        exclude_table_names: Option<Vec<String>>,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -409,6 +411,8 @@ impl PyLogSet {
             mode: mode.parse::<ImageMode>().map_err(err)?,
             tables: tables.map(|t| t.into_iter().collect()),
             exclude_tables: exclude_tables.unwrap_or_default().into_iter().collect(),
+            table_names,
+            exclude_table_names: exclude_table_names.unwrap_or_default(),
             users,
             ops,
             include_trigger,
