@@ -7,9 +7,10 @@ Measures, on one log set (warm page cache, one core, best of N runs):
   read      reading every volume file of the set start to end (1 MiB reads): the floor
   walk      LogSet.records(): every record walked, checked and built into Arrow batches
   payloads  LogSet.records(payloads=True): also every payload gathered, unzipped, DIFF rebuilt
-  changes   read_changes(): committed change events with full before/after images (chase,
-            per-transaction buffers, partial-rollback filtering, Arrow batches)
-  engine    read_changes(committed_only=False): CUBRID's own CDC stream, images included
+  changes   read_changes(decode=False): committed change events with full before/after images
+            (chase, per-transaction buffers, partial-rollback filtering, Arrow batches)
+  typed     read_changes(): the same, every image decoded to typed values (JSON) as well
+  engine    read_changes(committed_only=False, decode=False): CUBRID's own CDC stream
 and reports MB/s (volume bytes / time), records/s or events/s, and the time ratio to `read`.
 """
 
@@ -64,10 +65,12 @@ def walk(path: Path, payloads: bool) -> int:
     return sum(b.num_rows for b in log.records(payloads=payloads, on_encrypted="skip"))
 
 
-def changes(path: Path, committed_only: bool) -> int:
+def changes(path: Path, committed_only: bool, decode: bool) -> int:
     import walcdc
 
-    stream = walcdc.read_changes(path, committed_only=committed_only, on_encrypted="skip")
+    stream = walcdc.read_changes(
+        path, committed_only=committed_only, on_encrypted="skip", decode=decode
+    )
     return sum(b.num_rows for b in stream)
 
 
@@ -97,8 +100,9 @@ def main(argv=None) -> int:
     read = best_of(lambda: read_bytes(files), args.repeat)
     walked = best_of(lambda: walk(path, False), args.repeat)
     full = best_of(lambda: walk(path, True), args.repeat)
-    committed = best_of(lambda: changes(path, True), args.repeat)
-    engine = best_of(lambda: changes(path, False), args.repeat)
+    committed = best_of(lambda: changes(path, True, False), args.repeat)
+    typed = best_of(lambda: changes(path, True, True), args.repeat)
+    engine = best_of(lambda: changes(path, False, False), args.repeat)
     records = walked["result"]
 
     rows = []
@@ -107,6 +111,7 @@ def main(argv=None) -> int:
         ("walk", walked),
         ("payloads", full),
         ("changes", committed),
+        ("typed", typed),
         ("engine", engine),
     )
     for name, r in cases:

@@ -229,6 +229,9 @@ pub struct ChangeOptions {
     pub memory_limit: usize,
     pub on_error: OnError,
     pub on_encrypted: OnEncrypted,
+    /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
+    /// is filled either way.
+    pub decode: bool,
 }
 
 impl Default for ChangeOptions {
@@ -249,6 +252,7 @@ impl Default for ChangeOptions {
             memory_limit: 256 << 20,
             on_error: OnError::Raise,
             on_encrypted: OnEncrypted::Raise,
+            decode: true,
         }
     }
 }
@@ -741,7 +745,7 @@ impl ChangeReader {
             e.commit_lsa = Some(em.commit_lsa);
             e.commit_time = em.commit_time;
             e.txn_seq = em.seq;
-            e.typed = Some(type_event(&self.catalog, &[], &e));
+            e.typed = Some(type_event(&self.catalog, &[], &e, self.opts.decode));
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
@@ -896,7 +900,7 @@ impl ChangeReader {
         if !self.opts.committed_only {
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.txns.get(&e.trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
-            e.typed = Some(type_event(&self.catalog, staged, &e));
+            e.typed = Some(type_event(&self.catalog, staged, &e, self.opts.decode));
             self.ready.push_back(e);
             return Ok(());
         }
@@ -947,7 +951,7 @@ fn name_matches(stored: &str, wanted: &str) -> bool {
 
 /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
 /// changes), and names its table.
-fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event) -> Typed {
+fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool) -> Typed {
     let mut t = Typed::default();
     let Some(class) = e.class_oid else { return t };
     let overlay;
@@ -966,6 +970,9 @@ fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event) -> Typed {
         t.partition_oid = Some(class);
     }
     t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
+    if !decode {
+        return t;
+    }
     let mut errors = Vec::new();
     let mut decode = |img: &Option<Image>| match img {
         Some(i) => match cat.decode(class, i) {

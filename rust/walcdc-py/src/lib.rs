@@ -377,7 +377,7 @@ impl PyLogSet {
     /// Change events (see `walcdc.read_changes`).
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None))]
+        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None, decode=true))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -398,6 +398,7 @@ impl PyLogSet {
         batch_size: usize,
         table_names: Option<Vec<String>>,
         exclude_table_names: Option<Vec<String>>,
+        decode: bool,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -425,6 +426,7 @@ impl PyLogSet {
             memory_limit,
             on_error: on_error.parse::<OnError>().map_err(err)?,
             on_encrypted: on_encrypted.parse::<OnEncrypted>().map_err(err)?,
+            decode,
         };
         let log = self.inner.clone();
         let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
