@@ -149,9 +149,11 @@ def test_replay_reproduces_final_state(name):
         s = schemas[f"dba.{table}"]
         cur = next(r for r in s["representations"] if r["repid"] == s["current_repid"])
         types = {c["name"]: DB_TYPES[c["type"]] for c in cur["columns"]}
+        # Rows written before a column was added do not hold it: they take its default.
+        defaults = {c["name"]: c["default"] for c in cur["columns"]}
         header, want = read_tsv(path)
         got = [
-            tuple(client_text(types[c], row.get(c)) for c in header)
+            tuple(client_text(types[c], row[c] if c in row else defaults[c]) for c in header)
             for row in tables[s["class_oid"]].values()
         ]
         assert sorted(got) == sorted(want), table

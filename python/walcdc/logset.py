@@ -102,8 +102,16 @@ class LogSet:
         ``dropped``, ``subclasses`` (partitions), and every ``representation`` with its
         ``columns`` in storage order (``id``, ``name``, ``def_order``, ``type`` (DB_TYPE id),
         ``precision``, ``scale``, ``codeset``, ``collation``, ``enum_labels``, ``set_domains``,
-        ``primary_key``)."""
-        return list(self._native.schemas(on_encrypted))
+        ``primary_key``, ``default``: the value rows written before the column existed take)."""
+        import json
+
+        out = list(self._native.schemas(on_encrypted))
+        for s in out:
+            for r in s["representations"]:
+                for c in r["columns"]:
+                    text = c.pop("default_json")
+                    c["default"] = json.loads(text) if text is not None else None
+        return out
 
     def min_archive_needed(self, cursor) -> Optional[int]:
         """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`

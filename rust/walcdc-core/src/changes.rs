@@ -493,10 +493,8 @@ impl ChangeReader {
                 _ => None,
             })
         };
-        let names: Vec<&str> = [staged_name(class), self.catalog.name(class), self.catalog.name(root)]
-            .into_iter()
-            .flatten()
-            .collect();
+        let names: Vec<&str> =
+            [staged_name(class), self.catalog.name(class), self.catalog.name(root)].into_iter().flatten().collect();
         let named = |list: &[String]| list.iter().any(|want| names.iter().any(|n| name_matches(n, want)));
         if oids.iter().any(|o| self.opts.exclude_tables.contains(o)) || named(&self.opts.exclude_table_names) {
             return false;

@@ -608,6 +608,54 @@ fn packed_domain(b: &[u8], pos: &mut usize, depth: u32) -> Result<(Domain, bool)
     Ok((d, null))
 }
 
+/// A packed value (class-records spec §2.4: packed domain word(s), then the value in its type's
+/// disk encoding; used for attribute defaults) decoded for an attribute of domain `attr`.
+///
+/// Returns the value and the domain to show it with, or `None` when there are no bytes, the
+/// value is NULL, or the bytes do not decode. When the packed domain has the attribute's type,
+/// the attribute's domain interprets the bytes (it carries ENUM labels, element domains and the
+/// codeset); NUMERIC keeps the packed scale, and a CHAR/NCHAR/BIT packed with floating precision
+/// is read in its variable-width form. Otherwise the packed domain alone is used.
+pub fn decode_packed_value(b: &[u8], attr: &Domain) -> Option<(Value, Domain)> {
+    if b.is_empty() {
+        return None;
+    }
+    let mut pos = 0;
+    let (packed, null) = packed_domain(b, &mut pos, 0).ok()?;
+    if null || packed.db_type == db_type::NULL {
+        return None;
+    }
+    let bytes = b.get(pos..)?;
+    let shown = if packed.db_type == attr.db_type { attr.clone() } else { packed.clone() };
+    let mut read = shown.clone();
+    if packed.db_type == db_type::NUMERIC && packed.precision > 0 {
+        read.scale = packed.scale;
+    }
+    if matches!(packed.db_type, db_type::CHAR | db_type::NCHAR | db_type::BIT) && packed.precision > 0 {
+        // A fixed-width value occupies the width of its own domain.
+        read.precision = packed.precision;
+    }
+    if packed.precision <= 0 {
+        // Floating precision: CHAR/NCHAR/BIT values are packed as VARCHAR/VARNCHAR/VARBIT.
+        read.db_type = match read.db_type {
+            db_type::CHAR => db_type::STRING,
+            db_type::NCHAR => db_type::VARNCHAR,
+            db_type::BIT => db_type::VARBIT,
+            t => t,
+        };
+    }
+    match decode_value(&read, bytes, 0) {
+        Value::Unknown { .. } | Value::Null => None,
+        v => Some((v, shown)),
+    }
+}
+
+/// [`decode_packed_value`] in the JSON text form of [`value_json`]; `None` for no value, NULL or
+/// undecodable bytes.
+pub fn packed_value_json(b: &[u8], attr: &Domain) -> Option<String> {
+    decode_packed_value(b, attr).map(|(v, d)| value_json(&v, &d))
+}
+
 /// Bytes a VARCHAR-encoded string occupies, NUL and padding included.
 fn varchar_stored_len(b: &[u8]) -> Result<usize, String> {
     let &first = b.first().ok_or("empty string value")?;
@@ -1084,6 +1132,7 @@ mod tests {
                     def_order: i as i32,
                     domain: d.clone(),
                     primary_key: false,
+                    default_value: None,
                 })
                 .collect(),
             n_fixed,
@@ -1539,6 +1588,139 @@ mod tests {
             }
             let _ = decode_row(&rep, &b);
         }
+    }
+
+    /// A packed value: the domain words, then the value bytes.
+    fn packed(words: &[u32], value: &[u8]) -> Vec<u8> {
+        let mut b: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+        b.extend(value);
+        b
+    }
+
+    /// Packed values as attribute defaults are stored (class-records spec §2.4, §2.5.2); the
+    /// first three are byte for byte what the p4k fixture holds.
+    fn packed_samples() -> Vec<(Vec<u8>, Domain, &'static str)> {
+        let int = dom(db_type::INTEGER, 10, 0, 0);
+        let dt = dom(db_type::DATETIME, 23, 3, 0);
+        let vc = Domain { collation: 1, ..dom(db_type::STRING, 40, 0, 5) };
+        let num = dom(db_type::NUMERIC, 38, 0, 0);
+        let mut unscaled_1250 = [0u8; 16];
+        unscaled_1250[14..].copy_from_slice(&[0x04, 0xE2]);
+        let en = Domain { enum_labels: vec!["red".into(), "green".into()], ..dom(db_type::ENUMERATION, 0, 0, 5) };
+        vec![
+            // Built-in INTEGER domain (index 2 = type + 1).
+            (packed(&[0x0002_0100], &[0xFF, 0xFF, 0xFF, 0xFF]), int.clone(), "-1"),
+            // Built-in DATETIME domain; JDN 2458850 = 2020-01-01, midnight.
+            (packed(&[0x0021_0100], &[0x00, 0x25, 0x84, 0xE2, 0, 0, 0, 0]), dt.clone(), "\"2020-01-01 00:00:00.000\""),
+            // NUMERIC(38,0) with precision in the word.
+            (
+                packed(&[0x0026_0016], &{
+                    let mut x = [0u8; 16];
+                    x[15] = 1;
+                    x
+                }),
+                num,
+                "\"1\"",
+            ),
+            // Plain INTEGER word.
+            (packed(&[0x0000_0001], &42i32.to_be_bytes()), int, "42"),
+            // DATETIME word with a time: 2024-03-15 10:30:00.
+            (
+                packed(&[0x0000_0020], &[0x00, 0x25, 0x8A, 0xE1, 0x02, 0x40, 0xC8, 0x40]),
+                dt,
+                "\"2024-03-15 10:30:00.000\"",
+            ),
+            // VARCHAR(40) utf8 (codeset 5 in bits 8-15) + collation word (utf8_bin, enforce flag).
+            (packed(&[0x0028_0504, 0x8000_0001], &[3, b'a', b'b', b'c', 0, 0, 0, 0]), vc.clone(), "\"abc\""),
+            // STRING: precision 0xFFFF in the word, collation word, then the extended precision word.
+            (
+                packed(&[0xFFFF_0504, 0x0000_0001, 0x3FFF_FFFF], &[6, b'h', b'e', b'l', b'l', b'o', b'!', 0]),
+                vc,
+                "\"hello!\"",
+            ),
+            // NUMERIC(10,2): scale in bits 8-15.
+            (packed(&[0x000A_0216], &unscaled_1250), dom(db_type::NUMERIC, 10, 2, 0), "\"12.50\""),
+            // NUMERIC with extended precision and scale words.
+            (packed(&[0xFFFF_FF16, 40, 2], &unscaled_1250), dom(db_type::NUMERIC, 40, 2, 0), "\"12.50\""),
+            // ENUM with collation word and its own labels; the attribute's labels name the value.
+            (
+                packed(&[0x0000_0323, 0x0000_0001, 0x0000_0008, 2], &{
+                    let mut x = vec![3, b'r', b'e', b'd', 0, 0, 0, 0, 5, b'g', b'r', b'e', b'e', b'n', 0, 0];
+                    x.extend([0, 2, 0, 0]);
+                    x
+                }),
+                en,
+                "\"green\"",
+            ),
+            // CHAR(3) utf8: 12 bytes, space padded.
+            (
+                packed(&[0x0003_0519, 0x0000_0001], b"ab          "),
+                Domain { collation: 1, ..dom(db_type::CHAR, 3, 0, 5) },
+                "\"ab \"",
+            ),
+        ]
+    }
+
+    #[test]
+    fn row_packed_values() {
+        for (b, d, want) in packed_samples() {
+            assert_eq!(packed_value_json(&b, &d).as_deref(), Some(want), "{b:02x?}");
+        }
+        // A packed type other than the attribute's is decoded with the packed domain alone.
+        let b = packed(&[0x0002_0100], &7i32.to_be_bytes());
+        assert_eq!(packed_value_json(&b, &dom(db_type::BIGINT, 19, 0, 0)).as_deref(), Some("7"));
+        // CHAR with floating precision is packed in the VARCHAR form.
+        let b = packed(&[0x0000_0519, 1], &[2, b'x', b'y', 0]);
+        assert_eq!(packed_value_json(&b, &dom(db_type::CHAR, 5, 0, 5)).as_deref(), Some("\"xy\""));
+        // NULL: no bytes, the null flag on a built-in or a plain word (as in the fixtures:
+        // `00 30 01 40`), or type NULL.
+        for b in [vec![], packed(&[0x0030_0140], &[]), packed(&[0x0000_0041], &[0, 0, 0, 1]), packed(&[0], &[])] {
+            assert_eq!(packed_value_json(&b, &dom(db_type::INTEGER, 10, 0, 0)), None, "{b:02x?}");
+        }
+    }
+
+    #[test]
+    fn row_packed_values_hostile() {
+        for (b, d, _) in packed_samples() {
+            // Every prefix that cuts into the domain words or the value's own bytes is None (a
+            // string's NUL terminator and padding are not needed to read it).
+            let padding = match d.db_type {
+                db_type::STRING => b.iter().rev().take_while(|&&x| x == 0).count(),
+                db_type::ENUMERATION => 2,
+                _ => 0,
+            };
+            for n in 0..b.len() - padding {
+                assert_eq!(packed_value_json(&b[..n], &d), None, "prefix {n} of {b:02x?}");
+            }
+            // Extreme words anywhere, and random damage: never a panic.
+            for at in (0..b.len().saturating_sub(3)).step_by(4) {
+                for w in [0xFFFF_FFFFu32, 0x7FFF_FFFF, 0x8000_0000, 0x0000_FFFF, 0xFFFF_01FF, 0x0000_0788] {
+                    let mut x = b.clone();
+                    x[at..at + 4].copy_from_slice(&w.to_be_bytes());
+                    let _ = packed_value_json(&x, &d);
+                }
+            }
+            let mut rng = Rng(0x1234_5678_9ABC_DEF1 ^ b.len() as u64);
+            for _ in 0..3000 {
+                let mut x = b.clone();
+                for _ in 0..1 + rng.next() % 3 {
+                    let at = (rng.next() % x.len() as u64) as usize;
+                    x[at] = rng.next() as u8;
+                }
+                let _ = packed_value_json(&x, &d);
+            }
+        }
+        // Hostile enumeration counts, nested set domains, long-string lengths: None, no panic.
+        let d = dom(db_type::ENUMERATION, 0, 0, 5);
+        assert_eq!(packed_value_json(&packed(&[0x0000_0123, 8, 0x7FFF_FFFF], &[0, 0, 0, 0]), &d), None);
+        let deep: Vec<u32> = std::iter::repeat_n(0x0000_0188u32, 200).collect();
+        assert_eq!(packed_value_json(&packed(&deep, &[]), &dom(db_type::SEQUENCE, 0, 0, 0)), None);
+        let vc = dom(db_type::STRING, -1, 0, 5);
+        assert_eq!(
+            packed_value_json(&packed(&[0x0000_0504, 1], &[0xFF, 0, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF]), &vc),
+            None
+        );
+        assert_eq!(packed_value_json(&packed(&[0x0000_0504, 1], &[0xFF, 0x7F, 0, 0, 0, 0, 0, 1, 0]), &vc), None);
     }
 
     /// Every fixed type, then every variable type; repid taken from any record (-1).

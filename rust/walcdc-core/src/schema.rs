@@ -75,6 +75,12 @@ pub struct Attribute {
     pub domain: Domain,
     /// Whether the column is part of the primary key (current representation only).
     pub primary_key: bool,
+    /// The attribute's original default (`ORC_ATT_ORIGINAL_VALUE_INDEX`: the value rows written
+    /// before the attribute existed must assume) as JSON text in the CDC forms of
+    /// [`crate::row::value_json`] (a DATETIME default is `"\"2020-01-01 00:00:00.000\""`); `None`
+    /// when there is none, it is NULL, or it does not decode. Attributes of old representations
+    /// take the default of the current attribute with the same id.
+    pub default_value: Option<String>,
 }
 
 /// The layout of rows written with one representation id.
@@ -141,6 +147,7 @@ const ATT_TYPE_OFFSET: usize = 4;
 const ATT_DEF_ORDER_OFFSET: usize = 12;
 const ATT_FLAG_OFFSET: usize = 24;
 const ATT_NAME_INDEX: usize = 0;
+const ATT_ORIGINAL_VALUE_INDEX: usize = 2;
 const ATT_DOMAIN_INDEX: usize = 3;
 /// `SM_ATTFLAG_PRIMARY_KEY`.
 pub const ATTFLAG_PRIMARY_KEY: i32 = 128;
@@ -457,12 +464,16 @@ fn attribute_element(e: &[u8]) -> ParseResult<Attribute> {
     let o = Obj::parse(e, ATT_VAR_COUNT, ATT_FIXED_SIZE, "attribute")?;
     let id = o.int(ATT_ID_OFFSET)?;
     let flags = o.int(ATT_FLAG_OFFSET)?;
+    let domain = first_domain(o.var(ATT_DOMAIN_INDEX), o.int(ATT_TYPE_OFFSET)?)?;
+    // A default that does not decode is left out rather than failing the whole class.
+    let default_value = crate::row::packed_value_json(o.var(ATT_ORIGINAL_VALUE_INDEX), &domain);
     Ok(Attribute {
         id,
         name: string_field(o.var(ATT_NAME_INDEX))?.unwrap_or_else(|| format!("attr#{id}")),
         def_order: o.int(ATT_DEF_ORDER_OFFSET)?,
-        domain: first_domain(o.var(ATT_DOMAIN_INDEX), o.int(ATT_TYPE_OFFSET)?)?,
+        domain,
         primary_key: flags & ATTFLAG_PRIMARY_KEY != 0,
+        default_value,
     })
 }
 
@@ -474,8 +485,8 @@ fn counts(n_fixed: i32, n_var: i32, n_attributes: usize, what: &str) -> ParseRes
     }
 }
 
-/// An old representation element; names, definition order and the primary-key flag come from
-/// the current attributes with the same id.
+/// An old representation element; names, definition order, the primary-key flag and the default
+/// come from the current attributes with the same id.
 fn old_representation(e: &[u8], current: &[Attribute]) -> ParseResult<Representation> {
     let o = Obj::parse(e, REP_VAR_COUNT, REP_FIXED_SIZE, "representation")?;
     let repid = o.int(0)?;
@@ -485,10 +496,22 @@ fn old_representation(e: &[u8], current: &[Attribute]) -> ParseResult<Representa
         let id = ra.int(0)?;
         let domain = first_domain(ra.var(0), ra.int(4)?)?;
         let attribute = match current.iter().find(|c| c.id == id) {
-            Some(c) => {
-                Attribute { id, name: c.name.clone(), def_order: c.def_order, domain, primary_key: c.primary_key }
-            }
-            None => Attribute { id, name: format!("attr#{id}"), def_order: -1, domain, primary_key: false },
+            Some(c) => Attribute {
+                id,
+                name: c.name.clone(),
+                def_order: c.def_order,
+                domain,
+                primary_key: c.primary_key,
+                default_value: c.default_value.clone(),
+            },
+            None => Attribute {
+                id,
+                name: format!("attr#{id}"),
+                def_order: -1,
+                domain,
+                primary_key: false,
+                default_value: None,
+            },
         };
         attributes.push(attribute);
     }
@@ -698,11 +721,28 @@ mod tests {
     }
 
     fn attribute_bytes(id: i32, t: i32, def_order: i32, flags: i32, name: &str, domain: Vec<u8>) -> Vec<u8> {
+        // No default: the NULL packed value the server writes (built-in NULL domain, null flag).
+        let null = 0x0030_0140u32.to_be_bytes().to_vec();
+        attribute_with_defaults(id, t, def_order, flags, name, domain, null.clone(), null)
+    }
+
+    /// An attribute element with its current and original defaults (packed values).
+    #[allow(clippy::too_many_arguments)]
+    fn attribute_with_defaults(
+        id: i32,
+        t: i32,
+        def_order: i32,
+        flags: i32,
+        name: &str,
+        domain: Vec<u8>,
+        current: Vec<u8>,
+        original: Vec<u8>,
+    ) -> Vec<u8> {
         let mut fixed = ints(&[id, t, 0, def_order]);
         fixed.extend(packed(Oid { pageid: 100, slotid: 1, volid: 0 }));
         fixed.extend(ints(&[flags, -1, -1, 0]));
         assert_eq!(fixed.len(), ATT_FIXED_SIZE);
-        let mut vars = vec![enc_string(name.as_bytes()), Vec::new(), Vec::new(), sub_set(&[domain])];
+        let mut vars = vec![enc_string(name.as_bytes()), current, original, sub_set(&[domain])];
         vars.resize(ATT_VAR_COUNT, Vec::new());
         obj(&fixed, &vars)
     }
@@ -740,20 +780,42 @@ mod tests {
 
     /// `dba.t (id INT PRIMARY KEY, e ENUM('red','green'), s SET(VARCHAR(10)), o t2)` at repid 3, with
     /// an old representation 2 that still had a dropped column (id 9) and representation 0 empty.
+    /// `id` has original default 7 (current default 8), `e` original default 'green' (no current
+    /// default), `o` no defaults at all (empty fields).
     fn sample_class() -> Vec<u8> {
         let o = Oid { pageid: 233, slotid: 4, volid: 0 };
         let set_dom =
             domain_bytes(db_type::SET, 0, 0, 0, 0, NULL_OID, &[domain_bytes(4, 10, 0, 5, 1, NULL_OID, &[], &[])], &[]);
         let atts = vec![
-            attribute_bytes(3, db_type::INTEGER, 0, ATTFLAG_PRIMARY_KEY | 4, "id", simple_domain(1, 10)),
-            attribute_bytes(0, db_type::OBJECT, 3, 0, "o", domain_bytes(5, 0, 0, 0, 0, o, &[], &[])),
-            attribute_bytes(
+            attribute_with_defaults(
+                3,
+                db_type::INTEGER,
+                0,
+                ATTFLAG_PRIMARY_KEY | 4,
+                "id",
+                simple_domain(1, 10),
+                ints(&[0x0002_0100, 8]),
+                ints(&[0x0002_0100, 7]),
+            ),
+            attribute_with_defaults(
+                0,
+                db_type::OBJECT,
+                3,
+                0,
+                "o",
+                domain_bytes(5, 0, 0, 0, 0, o, &[], &[]),
+                Vec::new(),
+                Vec::new(),
+            ),
+            attribute_with_defaults(
                 2,
                 db_type::ENUMERATION,
                 1,
                 0,
                 "e",
                 domain_bytes(35, 0, 0, 5, 1, NULL_OID, &[], &[b"red", b"green"]),
+                0x0030_0140u32.to_be_bytes().to_vec(),
+                ints(&[0x0000_0223, 1, 0x0002_0000]),
             ),
             attribute_bytes(1, db_type::SET, 2, 0, "s", set_dom.clone()),
         ];
@@ -939,16 +1001,43 @@ mod tests {
         assert_eq!(s.db_type, db_type::SET);
         assert_eq!(s.set_domains.len(), 1);
         assert_eq!((s.set_domains[0].db_type, s.set_domains[0].precision, s.set_domains[0].codeset), (4, 10, 5));
+        // Original defaults (not the current ones), in the CDC JSON forms; none for `o` and `s`.
+        let defaults: Vec<Option<&str>> = cur.attributes.iter().map(|a| a.default_value.as_deref()).collect();
+        assert_eq!(defaults, [Some("7"), None, Some("\"green\""), None]);
 
         let old = &c.representations[&2];
         assert_eq!((old.n_fixed, old.n_var), (2, 2));
         let got: Vec<(i32, &str, i32, bool)> =
             old.attributes.iter().map(|a| (a.id, a.name.as_str(), a.def_order, a.primary_key)).collect();
         assert_eq!(got, [(2, "e", 1, false), (3, "id", 0, true), (9, "attr#9", -1, false), (1, "s", 2, false)]);
+        // Old representations take the defaults of the current attributes with the same id.
+        let defaults: Vec<Option<&str>> = old.attributes.iter().map(|a| a.default_value.as_deref()).collect();
+        assert_eq!(defaults, [Some("\"green\""), Some("7"), None, None]);
         assert_eq!(old.attributes[2].domain.precision, 20);
         assert_eq!(old.attributes[3].domain.set_domains.len(), 1);
         let empty = &c.representations[&0];
         assert!(empty.attributes.is_empty());
+    }
+
+    #[test]
+    fn schema_bad_default_is_none() {
+        // A damaged or truncated default leaves the default out; the class still parses.
+        for original in [vec![0x00, 0x02], ints(&[0x0002_0100]), ints(&[0x0000_0504, 1, 0x0A41_4243]), ints(&[-1, -1])]
+        {
+            let att = attribute_with_defaults(
+                0,
+                db_type::STRING,
+                0,
+                0,
+                "v",
+                simple_domain(4, 20),
+                Vec::new(),
+                original.clone(),
+            );
+            let rec = class_bytes(1, "dba.u", 0, 1, &[att], &[], &[]);
+            let c = parse_class_record(Oid::default(), &rec).unwrap();
+            assert_eq!(c.representations[&1].attributes[0].default_value, None, "{original:02x?}");
+        }
     }
 
     #[test]

@@ -241,6 +241,7 @@ fn attribute_dict<'py>(py: Python<'py>, a: &walcdc_core::schema::Attribute) -> P
     o.set_item("name", &a.name)?;
     o.set_item("def_order", a.def_order)?;
     o.set_item("primary_key", a.primary_key)?;
+    o.set_item("default_json", a.default_value.as_deref())?;
     Ok(o)
 }
 
