@@ -242,3 +242,38 @@ def test_schema_learned_from_the_log_matches_the_catalog():
     assert events["dba.t_range"] and all(
         e["partition_oid"] for e in events["dba.t_range"] if e["op"] != "ddl"
     )
+
+
+def test_schema_file_for_tables_created_before_the_log_window(tmp_path):
+    # Without archives 0 and 1, t_types' class records are not in the log: its rows carry the
+    # raw images and say why they are not decoded. With a schema file (the catalog of the
+    # fixture, plus the ENUM labels, which the catalog does not list) they decode exactly as
+    # with the whole log.
+    import os
+
+    src = fixture_dir("p4k")
+    for f in ("p4k_lgar002", "p4k_lgat"):
+        os.symlink(src / f, tmp_path / f)
+    late = walcdc.open_log(tmp_path)
+    dml = ["insert", "update", "delete"]
+    bare = walcdc.read_changes(late, tables=["0|229|1"], ops=dml).read_all().to_pylist()
+    assert bare and all("schema unknown" in e["decode_error"] for e in bare)
+    assert all(e["after_image"] or e["before_image"] for e in bare)
+
+    catalog = json.loads((ground_truth("p4k") / "catalog.json").read_text())
+    for t in catalog["tables"]:
+        for c in t["columns"]:
+            if c["name"] == "c_enum":
+                c["enum_labels"] = ["red", "green", "blue"]
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(catalog))
+    typed = walcdc.read_changes(late, tables=["0|229|1"], ops=dml, schema=path)
+    typed = typed.read_all().to_pylist()
+    whole = {
+        e["lsa"]: e
+        for e in walcdc.read_changes(fixture_dir("p4k"), tables=["0|229|1"]).read_all().to_pylist()
+    }
+    assert len(typed) == len(bare) > 20
+    for e in typed:
+        assert e["decode_error"] is None and e["table"] == "dba.t_types"
+        assert (e["before"], e["after"]) == (whole[e["lsa"]]["before"], whole[e["lsa"]]["after"])

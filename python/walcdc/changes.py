@@ -224,14 +224,19 @@ def read_changes(
     ``ops``: a subset of
     ``insert``, ``update``, ``delete``, ``ddl`` (plus ``commit``, ``abort``, ``timer`` markers).
     ``mode``: which images to build: ``"id"`` (none), ``"before"``, ``"after"``, ``"full"``.
+    ``schema``: schemas of tables created before the log window (a JSON file or dict, format in
+    :mod:`walcdc.schemas`); the log's own class records take precedence.
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
     a temporary file. ``decode=False`` leaves ``before``/``after``/``changed_columns`` empty
     (the raw images stay) for the fastest extraction.
     """
     log = source if isinstance(source, LogSet) else open_log(source)
+    user_schemas = None
     if schema is not None:
-        raise InvalidArgumentError("schema= is not supported yet")
+        from walcdc.schemas import load_schema
+
+        user_schemas = load_schema(schema)
     if cursor is not None and not isinstance(cursor, Cursor):
         cursor = Cursor.load(cursor)
     if cursor is not None and start is not None:
@@ -270,5 +275,6 @@ def read_changes(
         on_encrypted=on_encrypted,
         batch_size=int(batch_size),
         decode=bool(decode),
+        user_schemas=user_schemas,
     )
     return ChangeStream(native)

@@ -15,7 +15,7 @@ use crate::rectype::{LOG_ABORT, LOG_COMMIT, LOG_COMPENSATE, LOG_DIFF_UNDOREDO_DA
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
 use crate::row;
-use crate::schema::{self, ClassSchema, Representation};
+use crate::schema::{self, Attribute, ClassSchema, Representation};
 use crate::supplemental::Oid;
 
 /// A change to a class that a transaction made.
@@ -219,6 +219,18 @@ impl ClassTracker {
     }
 }
 
+/// Representation id of a user-given layout that serves rows of any representation.
+pub const ANY_REPID: i32 = -1;
+
+/// A column of a user-given schema.
+#[derive(Clone, Debug)]
+pub struct UserColumn {
+    pub name: String,
+    pub def_order: i32,
+    pub domain: crate::schema::Domain,
+    pub primary_key: bool,
+}
+
 /// A row decoded to JSON: `{"column": value, ...}` in column order, and the values per column.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecodedRow {
@@ -270,6 +282,43 @@ impl Catalog {
         self.apply(ClassChange::Upsert(Box::new(schema)));
     }
 
+    /// Adds a table described by its columns in definition order (a schema file). The storage
+    /// order is derived as CUBRID lays out a freshly created table: columns in reverse
+    /// definition order, fixed-width ones first, stable-sorted by alignment (descending) and
+    /// disk size (ascending). Without `repid` the layout serves rows of any representation the
+    /// log does not describe.
+    pub fn add_columns(&mut self, oid: Oid, name: &str, repid: Option<i32>, columns: Vec<UserColumn>) {
+        let mut cols: Vec<(usize, UserColumn)> = columns.into_iter().enumerate().collect();
+        cols.sort_by_key(|(i, c)| std::cmp::Reverse((c.def_order, *i as i32)));
+        let attr = |(i, c): (usize, UserColumn)| Attribute {
+            id: i as i32,
+            name: c.name,
+            def_order: c.def_order,
+            domain: c.domain,
+            primary_key: c.primary_key,
+            default_value: None,
+        };
+        let (mut fixed, var): (Vec<_>, Vec<_>) =
+            cols.into_iter().partition(|(_, c)| !row::is_variable_type(c.domain.db_type));
+        fixed.sort_by_key(|(_, c)| {
+            (std::cmp::Reverse(row::type_alignment(c.domain.db_type)), row::fixed_disk_size(&c.domain).unwrap_or(0))
+        });
+        let (n_fixed, n_var) = (fixed.len(), var.len());
+        let attributes: Vec<Attribute> = fixed.into_iter().chain(var).map(attr).collect();
+        let rid = repid.unwrap_or(ANY_REPID);
+        let mut representations = HashMap::new();
+        representations.insert(rid, Representation { repid: rid, attributes, n_fixed, n_var });
+        self.add(ClassSchema {
+            oid,
+            name: name.to_string(),
+            current_repid: rid,
+            representations,
+            subclasses: Vec::new(),
+            flags: 0,
+            class_type: 0,
+        });
+    }
+
     pub fn classes(&self) -> impl Iterator<Item = &ClassSchema> {
         self.classes.values()
     }
@@ -315,7 +364,7 @@ impl Catalog {
         let Some(c) = self.classes.get(&class) else {
             return Err(format!("schema unknown for class {class} (created before the log window?)"));
         };
-        let Some(rep) = c.representations.get(&repid) else {
+        let Some(rep) = c.representations.get(&repid).or_else(|| c.representations.get(&ANY_REPID)) else {
             return Err(format!("representation {repid} of {} unknown", c.name));
         };
         let values = row::decode_row(rep, &img.row)?;

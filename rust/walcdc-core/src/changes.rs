@@ -232,6 +232,8 @@ pub struct ChangeOptions {
     /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
     /// is filled either way.
     pub decode: bool,
+    /// Schemas of tables whose class records are not in the log (a schema file).
+    pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
 }
 
 impl Default for ChangeOptions {
@@ -253,6 +255,7 @@ impl Default for ChangeOptions {
             on_error: OnError::Raise,
             on_encrypted: OnEncrypted::Raise,
             decode: true,
+            user_schemas: Vec::new(),
         }
     }
 }
@@ -404,12 +407,18 @@ impl ChangeReader {
         }
         let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
-        let (catalog, classes) = match opts.start {
+        let (mut catalog, classes) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
             _ => (Catalog::default(), ClassTracker::default()),
         };
+        // The log's own class records (learned as the stream goes) take precedence.
+        for (oid, name, repid, columns) in opts.user_schemas.drain(..) {
+            if catalog.get(oid).is_none() {
+                catalog.add_columns(oid, &name, repid, columns);
+            }
+        }
         Ok(ChangeReader {
             log,
             walker,

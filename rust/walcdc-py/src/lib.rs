@@ -12,9 +12,12 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
 
+use walcdc_core::catalog::UserColumn;
 use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, OnError, Op};
 use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
 use walcdc_core::records_arrow::{next_batch, records_schema, RecordsBuilder};
+use walcdc_core::schema::Domain;
+use walcdc_core::supplemental::Oid;
 use walcdc_core::walker::{find_end, SkippedRange};
 use walcdc_core::writer::{DataFields, LogWriter, WriterConfig};
 use walcdc_core::{LogError, LogSet, Lsa, OnEncrypted, Walker};
@@ -245,6 +248,24 @@ fn attribute_dict<'py>(py: Python<'py>, a: &walcdc_core::schema::Attribute) -> P
     Ok(o)
 }
 
+/// A table of a schema file: `(class OID, name, repid, columns)`, each column
+/// `(name, def_order, type, precision, scale, codeset, primary key, enum labels)`.
+type UserTable = (u64, String, Option<i32>, Vec<(String, i32, i32, i32, i32, i32, bool, Vec<String>)>);
+
+fn user_table(t: UserTable) -> (Oid, String, Option<i32>, Vec<UserColumn>) {
+    let (oid, name, repid, cols) = t;
+    let columns = cols
+        .into_iter()
+        .map(|(name, def_order, db_type, precision, scale, codeset, primary_key, enum_labels)| UserColumn {
+            name,
+            def_order,
+            domain: Domain { db_type, precision, scale, codeset, enum_labels, ..Domain::default() },
+            primary_key,
+        })
+        .collect();
+    (Oid::from_cdc(oid), name, repid, columns)
+}
+
 /// An opened set of log volumes.
 #[pyclass(name = "LogSet", module = "walcdc._native", frozen)]
 struct PyLogSet {
@@ -378,7 +399,8 @@ impl PyLogSet {
     /// Change events (see `walcdc.read_changes`).
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None, decode=true))]
+        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None, decode=true,
+        user_schemas=None))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -400,6 +422,7 @@ impl PyLogSet {
         table_names: Option<Vec<String>>,
         exclude_table_names: Option<Vec<String>>,
         decode: bool,
+        user_schemas: Option<Vec<UserTable>>,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -428,6 +451,7 @@ impl PyLogSet {
             on_error: on_error.parse::<OnError>().map_err(err)?,
             on_encrypted: on_encrypted.parse::<OnEncrypted>().map_err(err)?,
             decode,
+            user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
         };
         let log = self.inner.clone();
         let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
