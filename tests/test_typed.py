@@ -277,3 +277,45 @@ def test_schema_file_for_tables_created_before_the_log_window(tmp_path):
     for e in typed:
         assert e["decode_error"] is None and e["table"] == "dba.t_types"
         assert (e["before"], e["after"]) == (whole[e["lsa"]]["before"], whole[e["lsa"]]["after"])
+
+
+def test_read_table_changes_types_columns_and_maps_old_rows_by_id():
+    import datetime
+    import decimal
+
+    import pyarrow as pa
+
+    s = walcdc.read_table_changes(fixture_dir("p4k"), "t_types")
+    t = s.read_all()
+    after = t.schema.field("after").type
+    assert after.field("c_num").type == pa.decimal128(15, 4)
+    assert after.field("c_tstz").type == pa.timestamp("s", tz="UTC")
+    assert after.field("c_dt").type == pa.timestamp("ms")
+    rows = [r for r in t.to_pylist() if r["op"] == "insert"]
+    # Values equal the JSON of read_changes, typed: TIMESTAMPTZ '2023-07-06 04:05:06 +09:00'
+    # is the instant 2023-07-05 19:05:06 UTC.
+    plain = {
+        e["lsa"]: json.loads(e["after"])
+        for e in walcdc.read_changes(fixture_dir("p4k"), tables=["t_types"], ops=["insert"])
+        .read_all()
+        .to_pylist()
+    }
+    for r in rows:
+        j = plain[r["lsa"]]
+        a = r["after"]
+        assert a["id"] == j["id"] and a["tag"] == j["tag"]
+        if j["c_num"] is not None:
+            assert a["c_num"] == decimal.Decimal(j["c_num"])
+        if j["c_tstz"] is not None:
+            local = datetime.datetime.strptime(j["c_tstz"][:19], "%Y-%m-%d %H:%M:%S")
+            sign = 1 if j["c_tstz"][20] == "+" else -1
+            hh, mm = j["c_tstz"][21:].split(":")
+            utc = local - sign * datetime.timedelta(hours=int(hh), minutes=int(mm))
+            assert a["c_tstz"].replace(tzinfo=None) == utc
+    # t_chg (breadth): column s became BIGINT n ... and was renamed s_long; rows of every
+    # representation come out under the current column names.
+    chg = walcdc.read_table_changes(fixture_dir("breadth"), "dba.t_chg").read_all().to_pylist()
+    first = [r for r in chg if r["op"] == "insert"][0]["after"]
+    assert first == {"id": 1, "tag": "BR-S0-T0012", "n": 1000, "s_long": "before-1"}
+    with pytest.raises(walcdc.InvalidArgumentError):
+        walcdc.read_table_changes(fixture_dir("p4k"), "no_such_table")

@@ -25,11 +25,13 @@ from walcdc.errors import (
     TruncatedLogError,
 )
 from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
+from walcdc.table_changes import read_table_changes
 
 __all__ = [
     "__version__",
     "open_log",
     "read_changes",
+    "read_table_changes",
     "ChangeStream",
     "Cursor",
     "LogSet",

@@ -206,6 +206,7 @@ def read_changes(
     on_encrypted: str = "raise",
     batch_size: int = 65536,
     decode: bool = True,
+    _keys_by_id: bool = False,
 ) -> ChangeStream:
     """Change events of a log set.
 
@@ -276,5 +277,6 @@ def read_changes(
         batch_size=int(batch_size),
         decode=bool(decode),
         user_schemas=user_schemas,
+        keys_by_id=_keys_by_id,
     )
     return ChangeStream(native)

@@ -357,6 +357,12 @@ impl Catalog {
     /// Decodes a heap image of `class` to JSON. `Err` says why it cannot be decoded (unknown
     /// schema or representation, corrupt row); the raw image stays available to the caller.
     pub fn decode(&self, class: Oid, img: &Image) -> std::result::Result<DecodedRow, String> {
+        self.decode_keyed(class, img, false)
+    }
+
+    /// As [`Catalog::decode`]; with `by_id` the JSON keys are attribute ids (stable across
+    /// RENAME COLUMN and ALTER), not names.
+    pub fn decode_keyed(&self, class: Oid, img: &Image, by_id: bool) -> std::result::Result<DecodedRow, String> {
         if img.row.len() < 4 {
             return Err("image shorter than a record header".into());
         }
@@ -384,11 +390,15 @@ impl Catalog {
         cols.sort_by_key(|c| (c.0, c.1));
         let mut json = String::with_capacity(64 + cols.iter().map(|c| c.2.len() + c.3.len() + 4).sum::<usize>());
         json.push('{');
-        for (i, (_, _, name, value)) in cols.iter().enumerate() {
+        for (i, (_, id, name, value)) in cols.iter().enumerate() {
             if i > 0 {
                 json.push(',');
             }
-            json_string(&mut json, name);
+            if by_id {
+                json_string(&mut json, &id.to_string());
+            } else {
+                json_string(&mut json, name);
+            }
             json.push(':');
             json.push_str(value);
         }

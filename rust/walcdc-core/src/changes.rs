@@ -232,6 +232,8 @@ pub struct ChangeOptions {
     /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
     /// is filled either way.
     pub decode: bool,
+    /// Key the JSON of typed rows by attribute id instead of column name.
+    pub keys_by_id: bool,
     /// Schemas of tables whose class records are not in the log (a schema file).
     pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
 }
@@ -255,6 +257,7 @@ impl Default for ChangeOptions {
             on_error: OnError::Raise,
             on_encrypted: OnEncrypted::Raise,
             decode: true,
+            keys_by_id: false,
             user_schemas: Vec::new(),
         }
     }
@@ -752,7 +755,7 @@ impl ChangeReader {
             e.commit_lsa = Some(em.commit_lsa);
             e.commit_time = em.commit_time;
             e.txn_seq = em.seq;
-            e.typed = Some(type_event(&self.catalog, &[], &e, self.opts.decode));
+            e.typed = Some(type_event(&self.catalog, &[], &e, self.opts.decode, self.opts.keys_by_id));
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
@@ -907,7 +910,7 @@ impl ChangeReader {
         if !self.opts.committed_only {
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.txns.get(&e.trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
-            e.typed = Some(type_event(&self.catalog, staged, &e, self.opts.decode));
+            e.typed = Some(type_event(&self.catalog, staged, &e, self.opts.decode, self.opts.keys_by_id));
             self.ready.push_back(e);
             return Ok(());
         }
@@ -958,7 +961,7 @@ fn name_matches(stored: &str, wanted: &str) -> bool {
 
 /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
 /// changes), and names its table.
-fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool) -> Typed {
+fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool, by_id: bool) -> Typed {
     let mut t = Typed::default();
     let Some(class) = e.class_oid else { return t };
     let overlay;
@@ -982,7 +985,7 @@ fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool
     }
     let mut errors = Vec::new();
     let mut decode = |img: &Option<Image>| match img {
-        Some(i) => match cat.decode(class, i) {
+        Some(i) => match cat.decode_keyed(class, i, by_id) {
             Ok(d) => Some(d),
             Err(m) => {
                 errors.push(m);

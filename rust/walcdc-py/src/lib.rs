@@ -400,7 +400,7 @@ impl PyLogSet {
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
         on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None, decode=true,
-        user_schemas=None))]
+        user_schemas=None, keys_by_id=false))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -423,6 +423,7 @@ impl PyLogSet {
         exclude_table_names: Option<Vec<String>>,
         decode: bool,
         user_schemas: Option<Vec<UserTable>>,
+        keys_by_id: bool,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -452,6 +453,7 @@ impl PyLogSet {
             on_encrypted: on_encrypted.parse::<OnEncrypted>().map_err(err)?,
             decode,
             user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
+            keys_by_id,
         };
         let log = self.inner.clone();
         let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
