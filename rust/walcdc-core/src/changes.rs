@@ -116,8 +116,10 @@ pub struct Event {
 pub struct Typed {
     /// Table name (owner-qualified as stored) at the time of the change.
     pub table: Option<String>,
-    /// The partition the row lives in, when the event is reported under its partitioned table.
+    /// The partition the row lives in, when the event is reported under its partitioned table
+    /// (whose OID then replaces the partition's in `class_oid`, as in CUBRID's CDC).
     pub partition_oid: Option<Oid>,
+    pub root_oid: Option<Oid>,
     pub before: Option<String>,
     pub after: Option<String>,
     /// Columns whose value differs between before and after (updates).
@@ -978,6 +980,7 @@ fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool
     let root = cat.root(class);
     if root != class {
         t.partition_oid = Some(class);
+        t.root_oid = Some(root);
     }
     t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
     if !decode {

@@ -128,9 +128,11 @@ impl ChangesBuilder {
         self.user.append_option(e.user.as_deref());
         self.op.append_value(e.op.index() as i8);
         self.trigger.append_value(e.trigger);
-        self.class_oid.append_option(e.class_oid.map(|o| o.to_cdc()));
-        self.row_oid.append_option(e.row_oid.map(|o| o.to_cdc()));
         let typed = e.typed.as_ref();
+        // A partition's change is reported under its partitioned table, as CUBRID's CDC does.
+        let class = typed.and_then(|t| t.root_oid).or(e.class_oid);
+        self.class_oid.append_option(class.map(|o| o.to_cdc()));
+        self.row_oid.append_option(e.row_oid.map(|o| o.to_cdc()));
         self.table.append_option(typed.and_then(|t| t.table.as_deref()));
         self.before.append_option(e.before.as_ref().map(|i| &i.row[..]));
         self.after.append_option(e.after.as_ref().map(|i| &i.row[..]));
