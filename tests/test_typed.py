@@ -388,3 +388,37 @@ def test_schema_exported_from_a_server_decodes_like_the_log(tmp_path):
         want = json.loads(whole[e["lsa"]]["after"] or whole[e["lsa"]]["before"])
         ours.pop("c_enum", None), want.pop("c_enum", None)  # the catalog has no ENUM labels
         assert ours == want
+
+
+def test_rows_that_do_not_decode_keep_the_raw_image_and_say_why(tmp_path):
+    from walcdc.testing import LogWriter, Workload, cdc_oid
+
+    w = LogWriter(page_size=4096, active_pages=8, archive_pages=4)
+    t = Workload(w).begin(1)
+    good = cdc_oid(0, 229, 1)
+    unknown = cdc_oid(0, 229, 2)
+    # Repid 1, one INTEGER column: 4 bytes of body after the 16-byte header.
+    t.insert(good, b"\x00\x00\x00\x07", page=100, slot=1)
+    # The same class, a body too short for its INTEGER column.
+    t.insert(good, b"\x01", page=100, slot=2)
+    # A class nobody described.
+    t.insert(unknown, b"\x00\x00\x00\x07", page=100, slot=3)
+    t.commit()
+    w.finish(tmp_path)
+    schema = {
+        "tables": [
+            {
+                "name": "t",
+                "owner": "dba",
+                "class_oid": "0|229|1",
+                "repid": 1,
+                "columns": [{"name": "n", "data_type": "INTEGER"}],
+            }
+        ]
+    }
+    rows = walcdc.read_changes(tmp_path, schema=schema).read_all().to_pylist()
+    assert [r["op"] for r in rows] == ["insert"] * 3
+    assert json.loads(rows[0]["after"]) == {"n": 7} and rows[0]["decode_error"] is None
+    for r, why in zip(rows[1:], ["", "schema unknown"]):
+        assert r["after"] is None and r["after_image"] is not None
+        assert r["decode_error"] and why in r["decode_error"]
