@@ -9,6 +9,7 @@ pub mod changes;
 pub mod changes_arrow;
 pub mod chase;
 pub mod error;
+pub mod le;
 pub mod logset;
 pub mod lsa;
 pub mod page;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::Mmap;
 
 use crate::error::{LogError, Result};
+use crate::le::{i16_at, i32_at, i64_at, lsa_at};
 use crate::lsa::Lsa;
 use crate::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
 
@@ -73,18 +74,6 @@ impl Volume {
     }
 }
 
-fn i16_at(b: &[u8], o: usize) -> i16 {
-    i16::from_le_bytes([b[o], b[o + 1]])
-}
-fn i32_at(b: &[u8], o: usize) -> i32 {
-    i32::from_le_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn i64_at(b: &[u8], o: usize) -> i64 {
-    i64::from_le_bytes(b[o..o + 8].try_into().unwrap())
-}
-fn lsa_at(b: &[u8], o: usize) -> Lsa {
-    Lsa::from_le_bytes(b[o..o + 8].try_into().unwrap())
-}
 fn cstr(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()

@@ -2,6 +2,7 @@
 //! redo payloads lie, following the writer's placement rules exactly.
 
 use crate::error::{LogError, Result};
+use crate::le::{i16_at, i32_at, i64_at, lsa_at};
 use crate::logset::{Absent, Fetch, LogSet, Page};
 use crate::lsa::Lsa;
 use crate::page::PAGE_HEADER_SIZE;
@@ -45,19 +46,6 @@ pub struct Record {
     pub end: Lsa,
     /// Volume holding the record header's page.
     pub vol: u16,
-}
-
-fn i16_at(b: &[u8], o: usize) -> i16 {
-    i16::from_le_bytes([b[o], b[o + 1]])
-}
-fn i32_at(b: &[u8], o: usize) -> i32 {
-    i32::from_le_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn i64_at(b: &[u8], o: usize) -> i64 {
-    i64::from_le_bytes(b[o..o + 8].try_into().unwrap())
-}
-fn lsa_at(b: &[u8], o: usize) -> Lsa {
-    Lsa::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 
 impl Record {

@@ -1,6 +1,8 @@
 //! Record types (`LOG_RECTYPE`): names, data-header sizes and where each type keeps its
 //! payload lengths.
 
+use crate::le::i32_at;
+
 pub const LOG_UNDOREDO_DATA: i32 = 2;
 pub const LOG_UNDO_DATA: i32 = 3;
 pub const LOG_REDO_DATA: i32 = 4;
@@ -172,10 +174,6 @@ pub fn has_log_data(t: i32) -> bool {
 /// `LOG_SYSOP_END_TYPE` values that carry a logical undo payload.
 pub const SYSOP_END_LOGICAL_UNDO: i32 = 2;
 pub const SYSOP_END_LOGICAL_MVCC_UNDO: i32 = 3;
-
-fn i32_at(dh: &[u8], off: usize) -> i32 {
-    i32::from_le_bytes(dh[off..off + 4].try_into().unwrap())
-}
 
 /// The raw (undo slot, redo slot) length fields of a record, zip bit included.
 /// Counts that multiply (checkpoint tables, 2PC arrays) are returned already multiplied and
