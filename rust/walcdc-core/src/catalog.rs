@@ -25,7 +25,6 @@ pub enum ClassChange {
     Drop(Oid),
 }
 
-const SLOT_FLAGS: i16 = 0x8000u16 as i16;
 type Vpid = (i16, i32);
 
 /// Reassembles an overflow record from page images: first page `[next VPID 8][length 4][data]`,
@@ -169,7 +168,8 @@ impl ClassTracker {
             LOG_REDO_DATA | LOG_UNDOREDO_DATA | LOG_DIFF_UNDOREDO_DATA | LOG_COMPENSATE => {}
             _ => return Ok(()),
         }
-        let (Some(rcv), Some((volid, pageid, offset))) = (rec.rcvindex(), rec.data_page()) else { return Ok(()) };
+        let (Some(rcv), Some(slot)) = (rec.rcvindex(), rec.data_oid()) else { return Ok(()) };
+        let (volid, pageid) = (slot.volid, slot.pageid);
         let heap = matches!(rcv, RVHF_INSERT | RVHF_DELETE | RVHF_UPDATE | RVHF_INSERT_NEWHOME);
         let ovf = matches!(rcv, RVOVF_NEWPAGE_INSERT | RVOVF_NEWPAGE_LINK | RVOVF_PAGE_UPDATE | RVOVF_CHANGE_LINK);
         if !heap && !ovf {
@@ -180,7 +180,6 @@ impl ClassTracker {
         log.images(rec, &mut undo, &mut redo)?;
         // A compensation carries the restored bytes in its only payload.
         let new: &[u8] = if compensate { &undo } else { &redo };
-        let slot = Oid { pageid, slotid: offset & !SLOT_FLAGS, volid };
         match rcv {
             RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE => {
                 if !new.is_empty() {

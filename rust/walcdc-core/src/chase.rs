@@ -18,8 +18,6 @@ pub const REC_BIGONE: i16 = 5;
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
-/// Bit the heap manager may OR into a heap record's slot id (`HEAP_RV_FLAG_VACUUM_STATUS_CHANGE`).
-const SLOT_FLAGS: i16 = 0x8000u16 as i16;
 /// A heap operation's records lie close together; a walk that has not found its record after
 /// this many steps of the transaction's chain gives up.
 const MAX_OPERATION_STEPS: usize = 1 << 16;
@@ -332,9 +330,9 @@ fn row_oid(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Opti
         {
             return Ok(None);
         }
-        if let (Some(rcv), Some((volid, pageid, offset))) = (h.rcvindex(), h.data_page()) {
+        if let (Some(rcv), Some(oid)) = (h.rcvindex(), h.data_oid()) {
             if home.contains(&rcv) && h.rectype != LOG_COMPENSATE {
-                return Ok(Some(Oid { pageid, slotid: offset & !SLOT_FLAGS, volid }));
+                return Ok(Some(oid));
             }
         }
         cur = h.prev_tranlsa;

@@ -73,6 +73,16 @@ impl Record {
         has_log_data(self.rectype).then(|| (i16_at(&self.dh, 10), i32_at(&self.dh, 4), i16_at(&self.dh, 8)))
     }
 
+    /// The heap slot a heap-file record addresses, as an OID (the heap manager may OR the flag
+    /// `HEAP_RV_FLAG_VACUUM_STATUS_CHANGE` 0x8000 into the slot id; it is masked off).
+    pub fn data_oid(&self) -> Option<crate::supplemental::Oid> {
+        self.data_page().map(|(volid, pageid, offset)| crate::supplemental::Oid {
+            pageid,
+            slotid: offset & 0x7FFF,
+            volid,
+        })
+    }
+
     pub fn mvccid(&self) -> Option<u64> {
         match self.rectype {
             LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA => Some(i64_at(&self.dh, 24) as u64),
