@@ -422,3 +422,12 @@ def test_rows_that_do_not_decode_keep_the_raw_image_and_say_why(tmp_path):
     for r, why in zip(rows[1:], ["", "schema unknown"]):
         assert r["after"] is None and r["after_image"] is not None
         assert r["decode_error"] and why in r["decode_error"]
+
+
+def test_table_name_is_the_name_at_the_time_of_the_change():
+    # p4k renames t_old_name to t_new_name midway (same class OID 0|204|3).
+    events = walcdc.read_changes(fixture_dir("p4k"), tables=["0|204|3"]).read_all().to_pylist()
+    rename = next(e for e in events if e["op"] == "ddl" and "rename" in e["statement"].lower())
+    names_before = {e["table"] for e in events if e["lsa"] < rename["lsa"] and e["op"] != "ddl"}
+    names_after = {e["table"] for e in events if e["lsa"] > rename["lsa"] and e["op"] != "ddl"}
+    assert names_before == {"dba.t_old_name"} and names_after == {"dba.t_new_name"}
