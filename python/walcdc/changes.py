@@ -33,6 +33,10 @@ class Cursor:
     restart_lsa: int
     last_commit_lsa: Optional[int]
     txn_offset: int = 0
+    #: Where the previous stream stopped reading (markers before it were emitted).
+    position: Optional[int] = None
+    #: A cursor of the engine-compatible stream (``committed_only=False``).
+    engine: bool = False
 
     def to_json(self) -> str:
         return json.dumps(
@@ -43,6 +47,10 @@ class Cursor:
                     L.format_lsa(self.last_commit_lsa) if self.last_commit_lsa is not None else None
                 ),
                 "txn_offset": self.txn_offset,
+                "position": L.format_lsa(
+                    self.position if self.position is not None else self.restart_lsa
+                ),
+                "stream": "engine" if self.engine else "committed",
             }
         )
 
@@ -53,7 +61,16 @@ class Cursor:
             last = d.get("last_commit_lsa")
             restart = L.parse(d["restart_lsa"])
             offset = int(d.get("txn_offset", 0))
-            return cls(int(d["db_creation"]), restart, L.parse(last) if last else None, offset)
+            position = L.parse(d["position"]) if d.get("position") else restart
+            engine = d.get("stream", "committed") == "engine"
+            return cls(
+                int(d["db_creation"]),
+                restart,
+                L.parse(last) if last else None,
+                offset,
+                position,
+                engine,
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidArgumentError(f"not a walcdc cursor: {text[:200]!r}") from exc
 
@@ -267,7 +284,14 @@ def read_changes(
         ops=ops_list,
         include_trigger=include_trigger,
         cursor=(
-            (cursor.db_creation, cursor.restart_lsa, cursor.last_commit_lsa, cursor.txn_offset)
+            (
+                cursor.db_creation,
+                cursor.restart_lsa,
+                cursor.last_commit_lsa,
+                cursor.txn_offset,
+                cursor.position if cursor.position is not None else cursor.restart_lsa,
+                cursor.engine,
+            )
             if cursor
             else None
         ),

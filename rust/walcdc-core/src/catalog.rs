@@ -65,13 +65,26 @@ pub struct ClassTracker {
     chains: HashMap<Oid, Vpid>,
     /// Overflow pages of big class records.
     class_pages: HashMap<Vpid, Vec<u8>>,
-    /// Overflow pages written by open transactions.
+    /// Overflow pages of class records written by open transactions.
     txn_pages: HashMap<i32, HashMap<Vpid, Vec<u8>>>,
+    /// Pages that kept pages link to (the rest of a class record's chain).
+    linked: std::collections::HashSet<Vpid>,
     /// Last class images, to tell real changes from rewrites of the same bytes.
     last: HashMap<Oid, Vec<u8>>,
 }
 
 impl ClassTracker {
+    /// Remembers the page a kept overflow page links to (`next_vpid` at its start).
+    fn link_next(&mut self, page: &[u8]) {
+        if page.len() >= 6 {
+            let pageid = i32::from_le_bytes(page[0..4].try_into().unwrap());
+            let volid = i16::from_le_bytes([page[4], page[5]]);
+            if pageid >= 0 {
+                self.linked.insert((volid, pageid));
+            }
+        }
+    }
+
     fn page(&self, trid: i32, v: Vpid) -> Option<Vec<u8>> {
         self.txn_pages.get(&trid).and_then(|m| m.get(&v)).or_else(|| self.class_pages.get(&v)).cloned()
     }
@@ -138,6 +151,9 @@ impl ClassTracker {
     /// class records whose pages it rewrote are read again.
     fn end(&mut self, trid: i32, committed: bool, out: &mut Vec<ClassChange>) {
         let Some(pages) = self.txn_pages.remove(&trid) else { return };
+        // Links of this transaction's pages matter only while it runs or for class pages.
+        let class_pages = &self.class_pages;
+        self.linked.retain(|v| class_pages.contains_key(v) || !pages.contains_key(v));
         let mut touched = false;
         for (v, p) in pages {
             // A rollback's compensations restore the pages: take them in either case.
@@ -180,17 +196,26 @@ impl ClassTracker {
         log.images(rec, &mut undo, &mut redo)?;
         // A compensation carries the restored bytes in its only payload.
         let new: &[u8] = if compensate { &undo } else { &redo };
+        let vpid = (volid, pageid);
         match rcv {
             RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE => {
-                if !new.is_empty() {
-                    self.txn_pages.entry(rec.trid).or_default().insert((volid, pageid), new.to_vec());
+                // Keep only pages of class records (memory stays bounded however large the
+                // rows of user tables are): a first page whose data starts like a class
+                // record, a page such a page links to, or a page of a known class record.
+                let first_of_class =
+                    new.len() >= 16 && new[12] == 0x60 && i32::from_le_bytes(new[8..12].try_into().unwrap()) >= 160;
+                let wanted = first_of_class || self.class_pages.contains_key(&vpid) || self.linked.contains(&vpid);
+                if !new.is_empty() && wanted {
+                    self.link_next(new);
+                    self.txn_pages.entry(rec.trid).or_default().insert(vpid, new.to_vec());
                 }
             }
             RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK => {
                 if new.len() == 8 {
-                    if let Some(mut p) = self.page(rec.trid, (volid, pageid)).filter(|p| p.len() >= 8) {
+                    if let Some(mut p) = self.page(rec.trid, vpid).filter(|p| p.len() >= 8) {
                         p[..8].copy_from_slice(new);
-                        self.txn_pages.entry(rec.trid).or_default().insert((volid, pageid), p);
+                        self.link_next(&p);
+                        self.txn_pages.entry(rec.trid).or_default().insert(vpid, p);
                     }
                 }
             }
@@ -330,12 +355,14 @@ impl Catalog {
         self.dropped.contains(&oid)
     }
 
-    /// The class a change is reported under: the partitioned table for a partition.
+    /// The class a change is reported under: the partitioned table for a partition. (Sub-classes
+    /// of inheritance are not partitions: CUBRID names partition classes `<table>__p__<name>`.)
     pub fn root(&self, oid: Oid) -> Oid {
         let mut cur = oid;
         for _ in 0..8 {
+            let partition = self.name(cur).is_some_and(|n| n.contains("__p__"));
             match self.parent.get(&cur) {
-                Some(&p) if p != cur => cur = p,
+                Some(&p) if p != cur && partition => cur = p,
                 _ => break,
             }
         }
@@ -440,14 +467,17 @@ pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::walker::OnEncryp
     Ok(learn_until(log, None, on_encrypted)?.0)
 }
 
+/// Class changes of transactions still open, by trid.
+pub type Staged = HashMap<i32, Vec<ClassChange>>;
+
 /// Learns the committed class records before `end` (all, if `None`), and returns the tracker
-/// state to go on from there. Changes of transactions still open at `end` are left out: a
-/// stream resuming there sees their records again.
+/// state to go on from there and the class changes of transactions still open at `end` (they
+/// take effect if those transactions commit after it).
 pub fn learn_until(
     log: &std::sync::Arc<LogSet>,
     end: Option<crate::lsa::Lsa>,
     on_encrypted: crate::walker::OnEncrypted,
-) -> Result<(Catalog, ClassTracker)> {
+) -> Result<(Catalog, ClassTracker, Staged)> {
     let mut catalog = Catalog::default();
     let mut tracker = ClassTracker::default();
     let mut staged: HashMap<i32, Vec<ClassChange>> = HashMap::new();
@@ -456,6 +486,9 @@ pub fn learn_until(
     while let Some(rec) = w.next_record()? {
         if rec.trid <= 0 {
             continue;
+        }
+        if rec.prev_tranlsa.is_null() {
+            staged.remove(&rec.trid); // a new transaction under a reused trid
         }
         tracker.record(log, &rec, &mut out)?;
         staged.entry(rec.trid).or_default().append(&mut out);
@@ -471,10 +504,6 @@ pub fn learn_until(
             _ => {}
         }
     }
-    for change in staged.into_values().flatten() {
-        if let ClassChange::Upsert(s) = change {
-            tracker.last.remove(&s.oid);
-        }
-    }
-    Ok((catalog, tracker))
+    staged.retain(|_, v| !v.is_empty());
+    Ok((catalog, tracker, staged))
 }

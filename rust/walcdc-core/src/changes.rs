@@ -170,6 +170,11 @@ pub struct Cursor {
     pub restart_lsa: Lsa,
     pub last_commit_lsa: Option<Lsa>,
     pub txn_offset: u32,
+    /// Where the previous stream stopped reading: markers (abort, timer) and, in the
+    /// engine-compatible stream, every event before it were already emitted.
+    pub position: Lsa,
+    /// The cursor of an engine-compatible stream (`committed_only = false`).
+    pub engine: bool,
 }
 
 /// A transaction still open where the stream ended.
@@ -355,6 +360,13 @@ pub struct ChangeReader {
     skip_commits_upto: Option<Lsa>,
     /// Events of the first transaction committed after `skip_commits_upto` already emitted.
     skip_events: u32,
+    /// Markers and engine-stream events before this LSA were emitted by an earlier stream.
+    skip_before: Option<Lsa>,
+    /// Class changes of transactions open at the start, learned from the records before it.
+    seed_changes: HashMap<i32, Vec<ClassChange>>,
+    /// Commits of transactions with MVCC heap changes and no supplemental record yet: evidence
+    /// of `supplemental_log=0` if the whole stream holds no supplemental record.
+    suspect_commits: u64,
     last_commit: Option<Lsa>,
     buffered: usize,
     done: bool,
@@ -368,6 +380,8 @@ pub struct ChangeReader {
 }
 
 fn merge_ranges(mut r: Vec<(Lsa, Lsa)>) -> Vec<(Lsa, Lsa)> {
+    // A range must end after it starts (a hostile compensation could say otherwise).
+    r.retain(|(lo, hi)| lo.is_null() || lo < hi);
     // NULL (from the start) sorts first once mapped to the smallest LSA.
     for x in r.iter_mut() {
         if x.0.is_null() {
@@ -394,6 +408,7 @@ impl ChangeReader {
     pub fn new(log: Arc<LogSet>, mut opts: ChangeOptions) -> Result<ChangeReader> {
         let mut skip_commits_upto = None;
         let mut skip_events = 0;
+        let mut skip_before = None;
         if let Some(c) = opts.cursor {
             if c.db_creation != log.db_creation {
                 return Err(LogError::InvalidArgument {
@@ -403,20 +418,30 @@ impl ChangeReader {
                     ),
                 });
             }
+            if c.engine == opts.committed_only {
+                return Err(LogError::InvalidArgument {
+                    msg: format!(
+                        "the cursor is of {} stream, this one is {}",
+                        if c.engine { "an engine-compatible" } else { "a committed-only" },
+                        if opts.committed_only { "committed-only" } else { "engine-compatible" }
+                    ),
+                });
+            }
             opts.start = Some(c.restart_lsa);
             skip_commits_upto = c.last_commit_lsa;
             skip_events = c.txn_offset;
+            skip_before = Some(c.position);
         }
         if let Some(s) = opts.start {
             validate_record_start(&log, s)?;
         }
         let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
-        let (mut catalog, classes) = match opts.start {
+        let (mut catalog, classes, seed_changes) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
-            _ => (Catalog::default(), ClassTracker::default()),
+            _ => (Catalog::default(), ClassTracker::default(), HashMap::new()),
         };
         // The log's own class records (learned as the stream goes) take precedence.
         for (oid, name, repid, columns) in opts.user_schemas.drain(..) {
@@ -433,6 +458,9 @@ impl ChangeReader {
             emitting: None,
             skip_commits_upto,
             skip_events,
+            skip_before,
+            seed_changes,
+            suspect_commits: 0,
             last_commit: None,
             buffered: 0,
             done: false,
@@ -466,8 +494,25 @@ impl ChangeReader {
 
     /// Where to resume so that no event is lost or repeated.
     pub fn cursor(&self) -> Cursor {
-        let here = self.walker.resume_point().unwrap_or(Lsa::new(self.log.first_pageid, 0));
-        let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(here, |o| o.min(here));
+        let here = self
+            .walker
+            .resume_point()
+            .or(self.walker.last_lsa)
+            .unwrap_or_else(|| self.opts.start.unwrap_or(Lsa::new(self.log.first_pageid, 0)));
+        // Everything before `here` has been read; what was emitted from it, the stream knows.
+        let position = self.ready.front().map_or(here, |e| e.lsa.min(here));
+        if !self.opts.committed_only {
+            // CUBRID's stream has no buffers: resume at the first record not yet emitted.
+            return Cursor {
+                db_creation: self.log.db_creation,
+                restart_lsa: position,
+                last_commit_lsa: self.last_commit,
+                txn_offset: 0,
+                position,
+                engine: true,
+            };
+        }
+        let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(position, |o| o.min(position));
         let (last_commit, txn_offset) = match &self.emitting {
             // In the middle of a transaction: resume before it, skipping what was emitted.
             Some(e) => {
@@ -481,6 +526,8 @@ impl ChangeReader {
             restart_lsa,
             last_commit_lsa: last_commit.or(self.skip_commits_upto),
             txn_offset,
+            position,
+            engine: false,
         }
     }
 
@@ -537,6 +584,9 @@ impl ChangeReader {
                 return Ok(Some(e));
             }
             if let Some(e) = self.ready.pop_front() {
+                if self.skip_before.is_some_and(|p| e.lsa < p) {
+                    continue; // emitted by the stream this one resumes
+                }
                 self.stats.events += 1;
                 return Ok(Some(e));
             }
@@ -570,21 +620,21 @@ impl ChangeReader {
             .collect();
         pending.sort_by_key(|p| p.first_lsa);
         self.pending = pending;
-        self.check_supplemental_logging(None)?;
+        self.check_supplemental_logging(true)?;
         Ok(())
     }
 
     /// A log written with `supplemental_log=0` has data records but no supplemental records:
-    /// say so instead of returning an empty stream.
-    fn check_supplemental_logging(&self, committed: Option<&Txn>) -> Result<()> {
-        if self.stats.supplemental_records > 0 {
+    /// say so instead of returning an empty stream. Evidence: committed transactions that
+    /// changed MVCC heap rows (user tables; the catalog's own rows are changed by DDL too, which
+    /// writes supplemental records when the parameter is on) while no supplemental record
+    /// exists at all. Decided at the end, or early once the evidence is overwhelming.
+    fn check_supplemental_logging(&self, at_end: bool) -> Result<()> {
+        const EARLY: u64 = 64;
+        if self.stats.supplemental_records > 0 || self.suspect_commits == 0 {
             return Ok(());
         }
-        let evidence = match committed {
-            Some(t) => t.mvcc_dml,
-            None => false,
-        };
-        if evidence {
+        if at_end || self.suspect_commits >= EARLY {
             return Err(LogError::NoSupplementalLog { file: self.log.set_name() });
         }
         Ok(())
@@ -609,7 +659,17 @@ impl ChangeReader {
         }
         let mut changes = std::mem::take(&mut self.class_scratch);
         self.classes.record(&self.log, rec, &mut changes)?;
-        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn::new(rec.lsa));
+        if !self.txns.contains_key(&rec.trid) {
+            let mut t = Txn::new(rec.lsa);
+            // A transaction that began before the start: its class changes were learned then.
+            if let Some(seed) = self.seed_changes.remove(&rec.trid) {
+                if !fresh {
+                    t.class_changes = seed;
+                }
+            }
+            self.txns.insert(rec.trid, t);
+        }
+        let txn = self.txns.get_mut(&rec.trid).expect("inserted above");
         txn.last_lsa = rec.lsa;
         txn.class_changes.append(&mut changes);
         self.class_scratch = changes;
@@ -652,8 +712,9 @@ impl ChangeReader {
                 self.catalog.apply(change);
             }
         }
-        if commit {
-            self.check_supplemental_logging(Some(&txn))?;
+        if commit && txn.mvcc_dml {
+            self.suspect_commits += 1;
+            self.check_supplemental_logging(false)?;
         }
         let op = if commit { Op::Commit } else { Op::Abort };
         if !self.opts.committed_only {
@@ -739,7 +800,7 @@ impl ChangeReader {
                 em.mem.next()
             };
             let Some(mut e) = next else {
-                let marker = em.marker.take();
+                let marker = em.marker.take().filter(|_| em.seq > 0);
                 self.emitting = None;
                 if let Some(m) = marker {
                     return Ok(Some(m));
@@ -882,7 +943,9 @@ impl ChangeReader {
             if r.trid != rec.trid {
                 continue;
             }
-            if r.rectype == LOG_ABORT {
+            if r.rectype == LOG_ABORT || r.rectype == LOG_COMMIT {
+                // Aborted (CUBRID then ignores the transaction), or committed without telling
+                // its user (as after crash recovery): nothing can be reported for it.
                 found = Some(Err(()));
                 break;
             }
@@ -900,11 +963,11 @@ impl ChangeReader {
                 txn.user = Some(Arc::from(u.as_str()));
                 Ok(true)
             }
-            Some(Err(())) => {
+            // Not found before the end of the log either: remember, so as not to scan again.
+            Some(Err(())) | None => {
                 txn.ignored = true;
                 Ok(false)
             }
-            None => Ok(false),
         }
     }
 

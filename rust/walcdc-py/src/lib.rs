@@ -1,6 +1,7 @@
 //! Thin PyO3 bindings over walcdc-core: log sets, record batches handed to Python through the
 //! Arrow C data interface (PyCapsules, no copy), and typed errors.
 
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -176,9 +177,16 @@ impl ChangeBatches {
 
     /// `(db_creation, restart_lsa, last_commit_lsa, txn_offset)` for resuming after what was
     /// read so far.
-    fn cursor(&self) -> (i64, u64, Option<u64>, u32) {
+    fn cursor(&self) -> (i64, u64, Option<u64>, u32, u64, bool) {
         let c = self.reader.cursor();
-        (c.db_creation, c.restart_lsa.to_key(), c.last_commit_lsa.map(|l| l.to_key()), c.txn_offset)
+        (
+            c.db_creation,
+            c.restart_lsa.to_key(),
+            c.last_commit_lsa.map(|l| l.to_key()),
+            c.txn_offset,
+            c.position.to_key(),
+            c.engine,
+        )
     }
 
     fn is_done(&self) -> bool {
@@ -414,7 +422,7 @@ impl PyLogSet {
         users: Option<Vec<String>>,
         ops: Option<Vec<String>>,
         include_trigger: bool,
-        cursor: Option<(i64, u64, Option<u64>, u32)>,
+        cursor: Option<(i64, u64, Option<u64>, u32, u64, bool)>,
         memory_limit: usize,
         on_error: &str,
         on_encrypted: &str,
@@ -442,11 +450,13 @@ impl PyLogSet {
             users,
             ops,
             include_trigger,
-            cursor: cursor.map(|(db, r, l, k)| Cursor {
+            cursor: cursor.map(|(db, r, l, k, p, engine)| Cursor {
                 db_creation: db,
                 restart_lsa: Lsa::from_key(r),
                 last_commit_lsa: l.map(Lsa::from_key),
                 txn_offset: k,
+                position: Lsa::from_key(p),
+                engine,
             }),
             memory_limit,
             on_error: on_error.parse::<OnError>().map_err(err)?,
