@@ -9,6 +9,8 @@ use crate::rectype::is_diff;
 
 /// LZ4 cannot expand data by more than this factor; a larger "original length" is a lie.
 const LZ4_MAX_RATIO: u64 = 255;
+/// The largest unzipped payload accepted.
+const MAX_PAYLOAD: u64 = 1 << 30;
 
 impl LogSet {
     /// The stored bytes of a payload. Borrowed from the mapping when they lie in one page;
@@ -113,7 +115,8 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
 
 /// A zip prefix must announce a length an LZ4 block of this size can produce.
 fn check_zip_prefix(orig: u64, block_len: usize) -> std::result::Result<(), String> {
-    if orig == 0 || orig > (block_len as u64 + 1) * LZ4_MAX_RATIO {
+    // No payload the engine writes comes near 1 GiB (rows and strings are capped below it).
+    if orig == 0 || orig > (block_len as u64 + 1) * LZ4_MAX_RATIO || orig > MAX_PAYLOAD {
         return Err(format!("zipped payload claims {orig} bytes from a {block_len}-byte LZ4 block"));
     }
     Ok(())

@@ -184,7 +184,9 @@ impl Walker {
             match self.log.fetch(q) {
                 Fetch::Ok(p) if p.header.offset >= 0 => break Some(Lsa::new(q, p.header.offset)),
                 Fetch::Ok(_) | Fetch::Encrypted(_) => q += 1,
-                Fetch::BadChecksum { .. } => return Err(self.log.fetch_error(self.log.fetch(q), q, Lsa::new(q, 0))),
+                Fetch::BadChecksum { .. } | Fetch::Absent(Absent::ArchiveMissing) => {
+                    return Err(self.log.fetch_error(self.log.fetch(q), q, Lsa::new(q, 0)))
+                }
                 Fetch::Absent(_) => break None,
             }
         };
