@@ -285,6 +285,23 @@ impl Catalog {
                     // Keep the layouts of representations the new record no longer lists.
                     Some(old) => {
                         let mut merged = *s;
+                        // A dropped column is only `attr#<id>` in the new record's old
+                        // representations: the previous record still knew its name.
+                        let known: HashMap<i32, (String, i32)> = old
+                            .representations
+                            .values()
+                            .flat_map(|r| r.attributes.iter())
+                            .filter(|a| !a.name.starts_with("attr#"))
+                            .map(|a| (a.id, (a.name.clone(), a.def_order)))
+                            .collect();
+                        for rep in merged.representations.values_mut() {
+                            for a in rep.attributes.iter_mut().filter(|a| a.name.starts_with("attr#")) {
+                                if let Some((name, order)) = known.get(&a.id) {
+                                    a.name = name.clone();
+                                    a.def_order = *order;
+                                }
+                            }
+                        }
                         for (id, rep) in old.representations.drain() {
                             merged.representations.entry(id).or_insert(rep);
                         }
