@@ -322,3 +322,311 @@ class Workload:
     def begin(self, trid: int) -> Transaction:
         self._mvccid += 1
         return Transaction(self, trid, self._mvccid)
+
+
+# --- typed tables: class records and heap rows as CUBRID writes them ---
+#
+# Columns are dicts with the keys ``LogSet.schemas()`` reports: ``name``, ``type`` (an SQL type
+# name such as ``"VARCHAR"`` or a ``DB_TYPE`` id), ``precision``, ``scale``, ``codeset``,
+# ``collation``, ``enum_labels``, ``set_domains`` (element domains: dicts with the same domain
+# keys), ``primary_key``, ``default`` (the value rows written before the column existed take, as
+# a JSON value in its CDC form; or ``default_json``, its JSON text); :class:`Table` assigns
+# ``id`` and ``def_order``. Omitted keys take what CUBRID stores for the type.
+# Values are JSON texts in the CDC forms the change stream reports (``row::value_json``):
+# ``"12.50"`` NUMERIC, ``"$1.00"`` MONETARY, ``"2024-03-15 10:30:00.000"`` DATETIME, ... .
+
+RVHF_INSERT = 37
+RVHF_UPDATE = 39
+RVHF_INSERT_NEWHOME = 50
+REC_ASSIGN_ADDRESS = 1
+REC_NEWHOME = 3
+REC_RELOCATION = 4
+DDL_CREATE = 0
+DDL_ALTER = 1
+
+__all__ += ["Table", "class_record", "typed_row", "decode_typed_row", "canonical_json"]
+
+
+def _native_column(column: Dict[str, Any]) -> Dict[str, Any]:
+    import json
+
+    c = dict(column)
+    if "default" in c:
+        default = c.pop("default")
+        if default is not None:
+            c["default_json"] = json.dumps(default)
+    return c
+
+
+def class_record(
+    name: str,
+    class_oid: int,
+    current_repid: int,
+    representations,
+    subclasses=(),
+    flags: int = 0,
+    class_type: int = 0,
+) -> bytes:
+    """The class record (REC_HOME bytes) of a table: ``representations`` is a list of
+    ``(repid, columns)`` with columns in storage order; the current one is the layout of new rows,
+    the others are written as old representations."""
+    reps = [(int(r), [_native_column(c) for c in cols]) for r, cols in representations]
+    return _native.encode_class_record(
+        name, class_oid, current_repid, reps, list(subclasses), flags, class_type
+    )
+
+
+def typed_row(
+    representation, values, mvccid: Optional[int] = None, prev_version: bool = False
+) -> bytes:
+    """A heap record of ``values`` (JSON texts, ``None`` = NULL: a dict by column name or a list
+    in storage order) written with ``representation`` = ``(repid, columns)``. ``mvccid`` gives
+    the header of a fresh MVCC insert; ``prev_version`` the NULL previous-version LSA an MVCC
+    update's logged after image carries."""
+    repid, columns = representation
+    return _native.encode_row(
+        repid,
+        [_native_column(c) for c in columns],
+        values,
+        mvcc_insid=mvccid,
+        prev_version=prev_version,
+    )
+
+
+def decode_typed_row(representation, record: bytes) -> Dict[str, str]:
+    """The values of a heap record as JSON texts by column name (walcdc's row decoder)."""
+    repid, columns = representation
+    texts = _native.decode_row(repid, [_native_column(c) for c in columns], bytes(record))
+    return {c["name"]: t for c, t in zip(columns, texts)}
+
+
+def canonical_json(column: Dict[str, Any], text: str) -> str:
+    """A value's JSON text as the decoder shows it (e.g. a JSON document compacted)."""
+    return _native.canonical_json(_native_column(column), text)
+
+
+class Table:
+    """A table as its class record describes it: class OID, owner-qualified name, current
+    representation id, columns in storage order (with attribute ids and definition order) and the
+    old representations. :meth:`create`, :meth:`add_column` and :meth:`drop_column` give the
+    table CREATE TABLE / ALTER TABLE make: attribute ids in definition order, storage order by
+    CUBRID's rules (fixed-width columns first by alignment and size; variable ones in reverse
+    definition order at creation, added ones appended), a new representation per change.
+
+    ``home`` is where the class record lives when it has been relocated (``(page, slot)`` of its
+    ``REC_NEWHOME`` copy, see :meth:`Transaction.alter_table`), else ``None`` (at the class OID).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        class_oid: int,
+        repid: int,
+        columns,
+        old=None,
+        next_id: int = 0,
+        home=None,
+    ):
+        self.name = name
+        self.class_oid = class_oid
+        self.repid = repid
+        self.columns = [dict(c) for c in columns]
+        self.old: Dict[int, list] = {int(k): [dict(c) for c in v] for k, v in (old or {}).items()}
+        self.next_id = next_id
+        self.home = home
+
+    @classmethod
+    def create(cls, name: str, class_oid: int, columns) -> Table:
+        """CREATE TABLE: representation 1, the empty representation 0 saved."""
+        cols = [dict(c, id=i, def_order=i) for i, c in enumerate(columns)]
+        rev = cols[::-1]
+        order = _native.storage_order(rev)
+        return cls(name, class_oid, 1, [rev[i] for i in order], {0: []}, len(cols))
+
+    def _altered(self, columns, next_id: int) -> Table:
+        old = dict(self.old)
+        old[self.repid] = self.columns
+        order = _native.storage_order(columns)
+        cols = [columns[i] for i in order]
+        return Table(self.name, self.class_oid, self.repid + 1, cols, old, next_id, self.home)
+
+    def add_column(self, column: Dict[str, Any]) -> Table:
+        """ALTER TABLE ... ADD COLUMN (last in definition order)."""
+        def_order = max((c["def_order"] for c in self.columns), default=-1) + 1
+        new = dict(column, id=self.next_id, def_order=def_order)
+        return self._altered([dict(c) for c in self.columns] + [new], self.next_id + 1)
+
+    def drop_column(self, name: str) -> Table:
+        """ALTER TABLE ... DROP COLUMN."""
+        gone = [c for c in self.columns if c["name"] == name]
+        if not gone:
+            raise KeyError(name)
+        kept = []
+        for c in self.columns:
+            if c["name"] != name:
+                c = dict(c)
+                if c["def_order"] > gone[0]["def_order"]:
+                    c["def_order"] -= 1
+                kept.append(c)
+        return self._altered(kept, self.next_id)
+
+    def representation(self, repid: Optional[int] = None):
+        """``(repid, columns in storage order)`` of the current or an old representation."""
+        if repid is None or repid == self.repid:
+            return (self.repid, self.columns)
+        return (repid, self.old[repid])
+
+    def class_record(self) -> bytes:
+        reps = list(self.old.items()) + [(self.repid, self.columns)]
+        return class_record(self.name, self.class_oid, self.repid, reps)
+
+    def row(self, values, repid: Optional[int] = None, mvccid: Optional[int] = None) -> bytes:
+        return typed_row(self.representation(repid), values, mvccid=mvccid)
+
+
+def _class_slot(class_oid: int):
+    """(page, slot) of a class record: the class OID is its record's OID (volume 0)."""
+    if (class_oid >> 48) & 0xFFFF:
+        raise ValueError("class records are written on volume 0")
+    return class_oid & 0xFFFFFFFF, (class_oid >> 32) & 0xFFFF
+
+
+def _packed_oid(oid: int) -> bytes:
+    page = oid & 0xFFFFFFFF
+    slot = (oid >> 32) & 0xFFFF
+    vol = (oid >> 48) & 0xFFFF
+    return page.to_bytes(4, "big") + slot.to_bytes(2, "big") + vol.to_bytes(2, "big")
+
+
+def _ddl(self: Transaction, ddl_type: int, class_oid: int, statement: str) -> int:
+    """The DDL supplemental record of a statement (supplemental_log = 1)."""
+    stmt = statement.encode()
+    padded = (len(stmt) + 1 + 3) // 4 * 4
+    oid = _packed_oid(class_oid)
+    payload = (
+        ddl_type.to_bytes(4, "big")
+        + (0).to_bytes(4, "big")  # object type: TABLE
+        + oid
+        + oid
+        + len(stmt).to_bytes(4, "big")
+        + padded.to_bytes(4, "big")
+        + stmt
+        + bytes(padded - len(stmt))
+    )
+    s = self._supplement("ddl", payload)
+    event = {"op": "ddl", "class_oid": class_oid, "row_oid": None, "statement": statement}
+    self.events.append((s, dict(event, before_image=None, after_image=None)))
+    return s
+
+
+def _rec(rectype: int, body: bytes) -> bytes:
+    """A recdes payload: ``[INT16 record type, native][bytes]``."""
+    return rectype.to_bytes(2, "little") + body
+
+
+def _update_record(self: Transaction, page: int, slot: int, undo: bytes, redo: bytes) -> int:
+    """A non-MVCC ``RVHF_UPDATE`` of a root-heap slot, as the engine logs it: a DIFF record when
+    both images are 255 bytes or more and the XOR-ed redo compresses, else undo and redo."""
+    if len(undo) >= 255 and len(redo) >= 255:
+        try:
+            return self._data(
+                RVHF_UPDATE, page, slot, undo=undo, redo=redo, rectype="LOG_DIFF_UNDOREDO_DATA"
+            )
+        except ValueError:  # the XOR-ed redo does not compress
+            pass
+    return self._data(RVHF_UPDATE, page, slot, undo=undo, redo=redo, rectype="LOG_UNDOREDO_DATA")
+
+
+def _create_table(
+    self: Transaction,
+    table: Table,
+    statement: Optional[str] = None,
+    assign_address: bool = False,
+) -> int:
+    """CREATE TABLE: the class record inserted in the root-class heap at the class OID (a
+    non-MVCC ``RVHF_INSERT`` whose redo is ``[REC_HOME][class record]``); with
+    ``assign_address`` the OID is reserved first (``RVHF_INSERT`` of a ``REC_ASSIGN_ADDRESS``
+    slot) and the record written into it (``RVHF_UPDATE``). Then the statement's DDL
+    supplemental record when ``statement`` is given. The schema takes effect when the
+    transaction commits. Returns the LSA of the record that holds the class record."""
+    page, slot = _class_slot(table.class_oid)
+    rec = _rec(REC_HOME, table.class_record())
+    if assign_address:
+        reserved = _rec(REC_ASSIGN_ADDRESS, min(len(rec) - 2, 0x7FFF).to_bytes(2, "little"))
+        self._data(RVHF_INSERT, page, slot, redo=reserved, rectype="LOG_UNDOREDO_DATA")
+        lsa = _update_record(self, page, slot, reserved, rec)
+    else:
+        lsa = self._data(RVHF_INSERT, page, slot, redo=rec, rectype="LOG_UNDOREDO_DATA")
+    if statement is not None:
+        _ddl(self, DDL_CREATE, table.class_oid, statement)
+    return lsa
+
+
+def _alter_table(
+    self: Transaction,
+    old: Table,
+    new: Table,
+    statement: Optional[str] = None,
+    relocate_to=None,
+) -> int:
+    """ALTER TABLE: the class record updated where it lives (``RVHF_UPDATE``, undo = old record,
+    redo = new record, a DIFF record when the engine would write one), then the DDL supplemental
+    record when ``statement`` is given.
+
+    ``relocate_to=(page, slot)``: the new record no longer fits its page and moves, as
+    ``heap_update_home`` moves it: ``RVHF_INSERT_NEWHOME`` of ``[REC_NEWHOME][new record]`` at
+    that slot, then the home slot updated to ``[REC_RELOCATION][OID of the new home]``;
+    ``new.home`` is set. A relocated record (``old.home``) is updated at its new home."""
+    if old.class_oid != new.class_oid:
+        raise ValueError("ALTER keeps the class OID")
+    page, slot = _class_slot(new.class_oid)
+    before, after = old.class_record(), new.class_record()
+    if old.home is not None:
+        new.home = old.home
+        lsa = _update_record(self, *old.home, _rec(REC_NEWHOME, before), _rec(REC_NEWHOME, after))
+    elif relocate_to is not None:
+        np, ns = relocate_to
+        self._data(
+            RVHF_INSERT_NEWHOME, np, ns, redo=_rec(REC_NEWHOME, after), rectype="LOG_UNDOREDO_DATA"
+        )
+        forward = _rec(REC_RELOCATION, _native_oid(cdc_oid(0, np, ns)))
+        lsa = _update_record(self, page, slot, _rec(REC_HOME, before), forward)
+        new.home = (np, ns)
+    else:
+        lsa = _update_record(self, page, slot, _rec(REC_HOME, before), _rec(REC_HOME, after))
+    if statement is not None:
+        _ddl(self, DDL_ALTER, new.class_oid, statement)
+    return lsa
+
+
+def _insert_row(
+    self: Transaction, class_oid: int, representation, values_json, page: int, slot: int
+) -> bytes:
+    """INSERT of a typed row, logged as :meth:`Transaction.insert` logs it (``RVHF_MVCC_INSERT``
+    with the compacted MVCC header, then the INSERT supplemental record). ``representation`` is
+    ``(repid, columns)`` (e.g. ``Table.representation()``), ``values_json`` the column values as
+    JSON texts (see :func:`typed_row`). Returns the row as the heap holds it (the event's after
+    image)."""
+    row = typed_row(representation, values_json, mvccid=self.mvccid)
+    compact = REC_HOME.to_bytes(2, "little") + row[:8] + row[16:]
+    at = self._data(RVHF_MVCC_INSERT, page, slot, redo=compact)
+    s = self._supplement("insert", _native_oid(class_oid) + _raw_lsa(at))
+    self.events.append(
+        (
+            s,
+            {
+                "op": "insert",
+                "class_oid": class_oid,
+                "row_oid": cdc_oid(0, page, slot),
+                "before_image": None,
+                "after_image": row,
+            },
+        )
+    )
+    return row
+
+
+# Appended here rather than in the class body, with the typed-table support they need.
+Transaction.create_table = _create_table  # type: ignore[attr-defined]
+Transaction.alter_table = _alter_table  # type: ignore[attr-defined]
+Transaction.insert_row = _insert_row  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod changes;
 pub mod changes_arrow;
 pub mod chase;
+pub mod encode;
 pub mod error;
 pub mod le;
 pub mod logset;

@@ -1,6 +1,7 @@
 //! Thin PyO3 bindings over walcdc-core: log sets, record batches handed to Python through the
 //! Arrow C data interface (PyCapsules, no copy), and typed errors.
 
+mod testing_encode;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -632,6 +633,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Batch>()?;
     m.add_class::<Schema>()?;
     m.add_class::<PyLogWriter>()?;
+    testing_encode::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
