@@ -22,6 +22,8 @@ pub mod rectype;
 pub mod row;
 pub mod schema;
 pub mod supplemental;
+#[cfg(test)]
+mod test_rng;
 pub mod walker;
 pub mod writer;
 

@@ -1516,16 +1516,7 @@ mod tests {
         assert!(matches!(decode_value(&jd, &deep, 0), Value::Unknown { .. }));
     }
 
-    /// xorshift64*, deterministic.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-    }
+    use crate::test_rng::Rng;
 
     #[test]
     fn row_hostile_input_never_panics() {

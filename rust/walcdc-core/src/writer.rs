@@ -577,31 +577,7 @@ mod tests {
     use crate::walker::{EndReason, OnEncrypted, Walker};
     use std::sync::Arc;
 
-    /// xorshift64*: deterministic, no crates.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-        fn range(&mut self, lo: usize, hi: usize) -> usize {
-            lo + self.below((hi - lo + 1) as u64) as usize
-        }
-        fn bytes(&mut self, len: usize) -> Vec<u8> {
-            if self.below(2) == 0 {
-                // Compressible: a short random motif repeated.
-                let motif: Vec<u8> = (0..self.range(1, 12)).map(|_| self.next() as u8).collect();
-                motif.iter().cycle().take(len).copied().collect()
-            } else {
-                (0..len).map(|_| self.next() as u8).collect()
-            }
-        }
-    }
+    use crate::test_rng::Rng;
 
     /// What a test appended, to compare with what the reader finds.
     struct Expect {
