@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 import walcdc
 from walcdc import lsa as L
 from walcdc.errors import LogError
+from walcdc.schemas import CODESETS as _CODESET_IDS
+from walcdc.schemas import TYPE_NAMES as DB_TYPE_NAMES
 
 
 def _lsa_arg(ctx, param, value: Optional[str]):
@@ -156,39 +158,7 @@ def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progr
         click.echo(f"{'total':<32} {n:>10,} {100:>7.2f}% {nbytes:>14,} {100:>7.2f}%")
 
 
-DB_TYPE_NAMES = {
-    1: "INTEGER",
-    2: "FLOAT",
-    3: "DOUBLE",
-    4: "VARCHAR",
-    5: "OBJECT",
-    6: "SET",
-    7: "MULTISET",
-    8: "SEQUENCE",
-    10: "TIME",
-    11: "TIMESTAMP",
-    12: "DATE",
-    13: "MONETARY",
-    18: "SMALLINT",
-    20: "OID",
-    22: "NUMERIC",
-    23: "BIT",
-    24: "VARBIT",
-    25: "CHAR",
-    26: "NCHAR",
-    27: "VARNCHAR",
-    31: "BIGINT",
-    32: "DATETIME",
-    33: "BLOB",
-    34: "CLOB",
-    35: "ENUM",
-    36: "TIMESTAMPTZ",
-    37: "TIMESTAMPLTZ",
-    38: "DATETIMETZ",
-    39: "DATETIMELTZ",
-    40: "JSON",
-}
-CODESETS = {3: "iso88591", 4: "euckr", 5: "utf8"}
+CODESETS = {i: n for n, i in _CODESET_IDS.items() if i in (3, 4, 5)}
 
 
 def _type_text(c) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Union
 
 from walcdc.errors import InvalidArgumentError
 
-__all__ = ["load_schema", "TYPE_IDS", "CODESETS"]
+__all__ = ["load_schema", "TYPE_IDS", "TYPE_NAMES", "CODESETS"]
 
 #: DB_TYPE ids by the names CUBRID's catalog and DDL use.
 TYPE_IDS = {
@@ -77,6 +77,39 @@ TYPE_IDS = {
     "DATETIMETZ": 38,
     "DATETIMELTZ": 39,
     "JSON": 40,
+}
+#: The canonical name of each DB_TYPE id.
+TYPE_NAMES = {
+    1: "INTEGER",
+    2: "FLOAT",
+    3: "DOUBLE",
+    4: "VARCHAR",
+    5: "OBJECT",
+    6: "SET",
+    7: "MULTISET",
+    8: "SEQUENCE",
+    10: "TIME",
+    11: "TIMESTAMP",
+    12: "DATE",
+    13: "MONETARY",
+    18: "SMALLINT",
+    20: "OID",
+    22: "NUMERIC",
+    23: "BIT",
+    24: "VARBIT",
+    25: "CHAR",
+    26: "NCHAR",
+    27: "VARNCHAR",
+    31: "BIGINT",
+    32: "DATETIME",
+    33: "BLOB",
+    34: "CLOB",
+    35: "ENUM",
+    36: "TIMESTAMPTZ",
+    37: "TIMESTAMPLTZ",
+    38: "DATETIMETZ",
+    39: "DATETIMELTZ",
+    40: "JSON",
 }
 #: INTL_CODESET ids by charset name.
 CODESETS = {"ascii": 0, "binary": 2, "iso88591": 3, "euckr": 4, "utf8": 5}
