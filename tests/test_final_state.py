@@ -12,38 +12,9 @@ import pytest
 
 import walcdc
 from conftest import fixture_dir, ground_truth
+from walcdc.schemas import TYPE_NAMES
 
-DB_TYPES = {
-    1: "INTEGER",
-    2: "FLOAT",
-    3: "DOUBLE",
-    4: "STRING",
-    5: "OBJECT",
-    6: "SET",
-    7: "MULTISET",
-    8: "SEQUENCE",
-    10: "TIME",
-    11: "TIMESTAMP",
-    12: "DATE",
-    13: "MONETARY",
-    18: "SHORT",
-    22: "NUMERIC",
-    23: "BIT",
-    24: "VARBIT",
-    25: "CHAR",
-    26: "NCHAR",
-    27: "VARNCHAR",
-    31: "BIGINT",
-    32: "DATETIME",
-    33: "BLOB",
-    34: "CLOB",
-    35: "ENUM",
-    36: "TIMESTAMPTZ",
-    37: "TIMESTAMPLTZ",
-    38: "DATETIMETZ",
-    39: "DATETIMELTZ",
-    40: "JSON",
-}
+DB_TYPES = TYPE_NAMES  # DB_TYPE id -> name
 
 
 def _ampm(hms: str) -> str:
@@ -76,7 +47,7 @@ def client_text(t: str, v, codeset: int = 5) -> str:
     """A walcdc value (JSON, in CUBRID CDC forms) as the client printed it in final_state."""
     if v is None:
         return "\\N"
-    if t in ("INTEGER", "SHORT", "BIGINT"):
+    if t in ("INTEGER", "SMALLINT", "BIGINT"):
         return str(v)
     if t == "FLOAT":
         return f"{v:f}"
