@@ -33,7 +33,7 @@ pub enum LogError {
     #[error("{file}: missing archive{}: {msg}", at(.lsa))]
     MissingArchive { file: String, lsa: Option<Lsa>, msg: String },
     /// A TDE-encrypted page had to be read and no key is available.
-    #[error("{file}: log page {pageid} is TDE-encrypted{}; its records cannot be read without the key (use on_encrypted=\"skip\" to skip encrypted pages)", at(.lsa))]
+    #[error("{file}: log page {pageid} is TDE-encrypted{}; its records cannot be read without the key", at(.lsa))]
     Encrypted { file: String, lsa: Option<Lsa>, pageid: i64 },
     /// A record that cannot be what the writer wrote (bad type, links, lengths, layout).
     #[error("{file}: corrupt record{}: {msg}", at(.lsa))]
@@ -41,28 +41,16 @@ pub enum LogError {
     /// The log holds data records but no supplemental records: change events cannot be made.
     #[error("{file}: the log holds no supplemental records, so change events cannot be produced: the database ran with supplemental_log=0. Set supplemental_log=1 (or 2) in cubrid.conf and restart the server; changes written before that are not recoverable as events")]
     NoSupplementalLog { file: String },
-    /// A caller's argument that does not fit the log (an LSA outside it, an unknown option).
+    /// A caller's argument that does not fit the log (an unknown option, a bad cursor).
     #[error("{msg}")]
     InvalidArgument { msg: String },
+    /// A position a caller gave that is no record of the log (past its end, not where a record
+    /// starts).
+    #[error("{file}: {msg}")]
+    BadPosition { file: String, lsa: Lsa, msg: String },
 }
 
 impl LogError {
-    /// The name of the matching Python exception class in `walcdc.errors`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            LogError::Io { .. } => "LogIOError",
-            LogError::BadHeader { .. } => "BadHeaderError",
-            LogError::Mismatch { .. } => "MismatchedLogSetError",
-            LogError::Checksum { .. } => "ChecksumError",
-            LogError::Truncated { .. } => "TruncatedLogError",
-            LogError::MissingArchive { .. } => "MissingArchiveError",
-            LogError::Encrypted { .. } => "EncryptedPageError",
-            LogError::CorruptRecord { .. } => "CorruptRecordError",
-            LogError::NoSupplementalLog { .. } => "NoSupplementalLogError",
-            LogError::InvalidArgument { .. } => "InvalidArgumentError",
-        }
-    }
-
     pub fn file(&self) -> Option<&str> {
         match self {
             LogError::Io { file, .. }
@@ -73,7 +61,8 @@ impl LogError {
             | LogError::MissingArchive { file, .. }
             | LogError::Encrypted { file, .. }
             | LogError::CorruptRecord { file, .. }
-            | LogError::NoSupplementalLog { file } => Some(file),
+            | LogError::NoSupplementalLog { file }
+            | LogError::BadPosition { file, .. } => Some(file),
             LogError::InvalidArgument { .. } => None,
         }
     }
@@ -85,6 +74,7 @@ impl LogError {
             | LogError::MissingArchive { lsa, .. }
             | LogError::Encrypted { lsa, .. }
             | LogError::CorruptRecord { lsa, .. } => *lsa,
+            LogError::BadPosition { lsa, .. } => Some(*lsa),
             _ => None,
         }
     }

@@ -188,6 +188,9 @@ pub enum Absent {
     Overwritten { vol: usize, found: i64 },
     /// No volume could hold it (beyond the archives given, and no active volume).
     NoVolume,
+    /// The place that must hold the page holds something no writer put there (a zeroed page,
+    /// or a page id that does not belong in that archive or ring slot).
+    Damaged { vol: usize, physical: i64, found: i64, zeroed: bool },
 }
 
 /// The outcome of fetching one logical page.
@@ -608,10 +611,15 @@ impl LogSet {
         };
         let header = PageHeader::parse(bytes);
         if header.logical_pageid != pageid {
+            let found = header.logical_pageid;
+            if self.is_damaged(pageid, physical, bytes) {
+                let zeroed = bytes[..crate::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0);
+                return Fetch::Absent(Absent::Damaged { vol, physical, found, zeroed });
+            }
             if pageid < nxarv && self.archive_for(pageid).is_none() {
                 return Fetch::Absent(Absent::ArchiveMissing);
             }
-            return Fetch::Absent(Absent::Overwritten { vol, found: header.logical_pageid });
+            return Fetch::Absent(Absent::Overwritten { vol, found });
         }
         let page = Page { bytes, header, vol, archived: pageid < nxarv };
         if header.is_encrypted() {
@@ -626,6 +634,20 @@ impl LogSet {
             volume.set_verified(physical as usize);
         }
         Fetch::Ok(page)
+    }
+
+    /// Whether the page at `physical` cannot be what a writer left where logical page `pageid`
+    /// belongs: an archive holds exactly its pages; a ring slot holds `pageid` or a page of
+    /// another cycle of the same slot, and below the header's append position it must hold one
+    /// (never a zeroed page).
+    fn is_damaged(&self, pageid: i64, physical: i64, bytes: &[u8]) -> bool {
+        let found = PageHeader::parse(bytes).logical_pageid;
+        let zeroed = bytes[..crate::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0) && pageid != 0;
+        if self.archive_for(pageid).is_some() {
+            return zeroed || found >= 0;
+        }
+        let must_exist = self.header().is_some_and(|h| pageid <= h.append_lsa.pageid);
+        must_exist && (zeroed || (found >= 0 && self.ring_slot(found) != Some(physical)))
     }
 
     /// Fetches a page that must be present and readable; every other outcome is an error
@@ -658,6 +680,15 @@ impl LogSet {
                 file: self.volumes[vol].name.clone(),
                 lsa: Some(lsa),
                 msg: format!("log page {pageid} is not in the set (its slot holds page {found})"),
+            },
+            Fetch::Absent(Absent::Damaged { vol, physical, found, zeroed }) => LogError::CorruptRecord {
+                file: self.volumes[vol].name.clone(),
+                lsa: Some(lsa),
+                msg: if zeroed {
+                    format!("log page {pageid} is damaged: page {physical} of the volume is zeroed")
+                } else {
+                    format!("log page {pageid} is damaged: page {physical} of the volume says it is log page {found}")
+                },
             },
             Fetch::Absent(Absent::NoVolume) => LogError::Truncated {
                 file: self.set_name(),

@@ -350,9 +350,11 @@ impl LogSet {
                 problem: PageProblem::Absent(Absent::Overwritten { .. } | Absent::NoVolume),
                 header_page: true,
                 ..
-            } if self.header().is_some_and(|h| lsa.pageid > h.append_lsa.pageid) => {
-                LogError::InvalidArgument { msg: format!("LSA {lsa} lies beyond the end of the log") }
-            }
+            } if self.header().is_some_and(|h| lsa.pageid > h.append_lsa.pageid) => LogError::BadPosition {
+                file: self.set_name(),
+                lsa,
+                msg: format!("LSA {lsa} lies beyond the end of the log"),
+            },
             p => self.problem_error(p, lsa),
         })
     }
@@ -374,16 +376,20 @@ impl LogSet {
                 PageProblem::Absent(Absent::ArchiveMissing) => {
                     self.fetch_error(Fetch::Absent(Absent::ArchiveMissing), pageid, lsa)
                 }
-                PageProblem::Absent(a) if header_page => self.fetch_error(Fetch::Absent(a), pageid, lsa),
+                PageProblem::Absent(a) if header_page || matches!(a, Absent::Damaged { .. }) => {
+                    self.fetch_error(Fetch::Absent(a), pageid, lsa)
+                }
                 PageProblem::Absent(_) => LogError::Truncated {
                     file: file(header_vol()),
                     lsa: Some(lsa),
                     msg: format!("the record continues on log page {pageid}, which is not in the set"),
                 },
             },
-            ParseProblem::EndMarker => {
-                LogError::InvalidArgument { msg: format!("LSA {lsa} is the end of the log, not a record") }
-            }
+            ParseProblem::EndMarker => LogError::BadPosition {
+                file: file(header_vol()),
+                lsa,
+                msg: format!("LSA {lsa} is the end of the log, not a record"),
+            },
             ParseProblem::ArchivedMarker | ParseProblem::NullForward => {
                 LogError::corrupt(&file(header_vol()), lsa, "record with a NULL forw_lsa (never completed)")
             }

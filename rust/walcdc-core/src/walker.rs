@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::error::{LogError, Result};
 use crate::logset::{Absent, Fetch, LogSet};
 use crate::lsa::Lsa;
+use crate::page::PAGE_HEADER_SIZE;
 use crate::record::{PageProblem, ParseProblem, Record};
 
 /// What to do when the walk must cross a TDE-encrypted page (no keys are available).
@@ -24,9 +25,9 @@ impl std::str::FromStr for OnEncrypted {
         match s {
             "raise" => Ok(OnEncrypted::Raise),
             "skip" => Ok(OnEncrypted::Skip),
-            _ => {
-                Err(LogError::InvalidArgument { msg: format!("on_encrypted must be \"raise\" or \"skip\", not {s:?}") })
-            }
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the encrypted-page policy must be \"raise\" or \"skip\", not {s:?}"),
+            }),
         }
     }
 }
@@ -118,6 +119,19 @@ impl Walker {
             end_reason: None,
             last_lsa: None,
         })
+    }
+
+    /// As [`Walker::new`], for a start a caller gave: it must be where a record starts.
+    pub fn checked(
+        log: Arc<LogSet>,
+        start: Option<Lsa>,
+        end: Option<Lsa>,
+        on_encrypted: OnEncrypted,
+    ) -> Result<Walker> {
+        if let Some(s) = start {
+            validate_record_start(&log, s)?;
+        }
+        Walker::new(log, start, end, on_encrypted)
     }
 
     pub fn log(&self) -> &Arc<LogSet> {
@@ -300,6 +314,56 @@ impl Iterator for Walker {
             }
         }
     }
+}
+
+/// A start LSA must be where a record starts: one of the records that start on its page.
+pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
+    if lsa.pageid < log.first_pageid {
+        return Err(LogError::MissingArchive {
+            file: log.set_name(),
+            lsa: Some(lsa),
+            msg: format!(
+                "LSA {lsa} lies before the oldest page of the set ({}): its archive is not available",
+                log.first_pageid
+            ),
+        });
+    }
+    let page = match log.fetch(lsa.pageid) {
+        Fetch::Ok(p) => p,
+        Fetch::Absent(Absent::Overwritten { .. } | Absent::NoVolume)
+            if log.header().is_none_or(|h| lsa.pageid > h.append_lsa.pageid) =>
+        {
+            return Err(LogError::BadPosition {
+                file: log.set_name(),
+                lsa,
+                msg: format!("LSA {lsa} lies beyond the end of the log"),
+            });
+        }
+        other => return Err(log.fetch_error(other, lsa.pageid, lsa)),
+    };
+    let area = log.area_size();
+    let mut off = page.header.offset;
+    let mut steps = 0;
+    while off >= 0 && (off as usize) + 32 <= area && steps < area {
+        if off == lsa.offset {
+            return Ok(());
+        }
+        if off > lsa.offset {
+            break;
+        }
+        let at = PAGE_HEADER_SIZE + off as usize + 16;
+        let forw = Lsa::from_le_bytes(page.bytes[at..at + 8].try_into().unwrap());
+        if forw.is_null() || forw.pageid != lsa.pageid || forw.offset <= off {
+            break;
+        }
+        off = forw.offset;
+        steps += 1;
+    }
+    Err(LogError::BadPosition {
+        file: log.volume_name(page.vol).to_string(),
+        lsa,
+        msg: format!("no record starts at LSA {lsa}"),
+    })
 }
 
 /// Where the log ends, found by walking (the header's append LSA is stale after a crash).
