@@ -255,13 +255,64 @@ pub struct UserColumn {
     pub primary_key: bool,
 }
 
+/// One column of a decoded row.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecodedColumn {
+    /// Attribute id (stable across ALTER and RENAME COLUMN).
+    pub id: i32,
+    /// The key the row's JSON uses for it (see [`KeyMode`]).
+    pub name: String,
+    /// The value as JSON text.
+    pub value: String,
+    pub primary_key: bool,
+}
+
 /// A row decoded to JSON: `{"column": value, ...}` in column order, and the values per column.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecodedRow {
     /// Canonical JSON object text.
     pub json: String,
-    /// `(attribute id, column name, value as JSON text)` in column order.
-    pub columns: Vec<(i32, String, String)>,
+    /// The columns in column order.
+    pub columns: Vec<DecodedColumn>,
+}
+
+impl DecodedRow {
+    /// `{"pk column": value, ...}` of the primary-key columns, `None` for a table without one.
+    pub fn key_json(&self) -> Option<String> {
+        let mut out = String::new();
+        for c in self.columns.iter().filter(|c| c.primary_key) {
+            out.push(if out.is_empty() { '{' } else { ',' });
+            json_string(&mut out, &c.name);
+            out.push(':');
+            out.push_str(&c.value);
+        }
+        (!out.is_empty()).then(|| out + "}")
+    }
+}
+
+/// Which keys the JSON of a decoded row uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KeyMode {
+    /// Column names in force when the change happened (a row written before a RENAME COLUMN
+    /// and changed after it uses the new name; a dropped column keeps its last name).
+    #[default]
+    NameThen,
+    /// Column names at the end of the log (the catalog the caller passes).
+    NameNow,
+    /// Attribute ids, as text (stable across RENAME COLUMN and ALTER).
+    Id,
+}
+
+impl std::str::FromStr for KeyMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<KeyMode, String> {
+        match s {
+            "name_then" => Ok(KeyMode::NameThen),
+            "name_now" => Ok(KeyMode::NameNow),
+            "id" => Ok(KeyMode::Id),
+            _ => Err(format!("keys must be \"name_then\", \"name_now\" or \"id\", not {s:?}")),
+        }
+    }
 }
 
 /// Classes known to a stream.
@@ -271,6 +322,8 @@ pub struct Catalog {
     /// Partition class → its partitioned (root) class.
     parent: HashMap<Oid, Oid>,
     dropped: HashSet<Oid>,
+    /// Every name each class had, oldest first (RENAME TABLE).
+    names: HashMap<Oid, Vec<String>>,
 }
 
 impl Catalog {
@@ -281,12 +334,19 @@ impl Catalog {
                     self.parent.insert(*sub, s.oid);
                 }
                 self.dropped.remove(&s.oid);
+                let names = self.names.entry(s.oid).or_default();
+                if names.last() != Some(&s.name) {
+                    names.push(s.name.clone());
+                }
                 match self.classes.get_mut(&s.oid) {
                     // Keep the layouts of representations the new record no longer lists.
                     Some(old) => {
                         let mut merged = *s;
-                        // A dropped column is only `attr#<id>` in the new record's old
-                        // representations: the previous record still knew its name.
+                        // A class record names only its current columns; its old representations
+                        // take those names by attribute id. Each old representation keeps the
+                        // names it had while it was current (RENAME COLUMN), and a dropped
+                        // column (`attr#<id>` in the new record) the name the previous record
+                        // still knew.
                         let known: HashMap<i32, (String, i32)> = old
                             .representations
                             .values()
@@ -294,11 +354,26 @@ impl Catalog {
                             .filter(|a| !a.name.starts_with("attr#"))
                             .map(|a| (a.id, (a.name.clone(), a.def_order)))
                             .collect();
-                        for rep in merged.representations.values_mut() {
-                            for a in rep.attributes.iter_mut().filter(|a| a.name.starts_with("attr#")) {
-                                if let Some((name, order)) = known.get(&a.id) {
-                                    a.name = name.clone();
-                                    a.def_order = *order;
+                        let current = merged.current_repid;
+                        for rep in merged.representations.values_mut().filter(|r| r.repid != current) {
+                            let earlier = old.representations.get(&rep.repid);
+                            for a in rep.attributes.iter_mut() {
+                                let was = earlier
+                                    .and_then(|r| r.attributes.iter().find(|x| x.id == a.id))
+                                    .filter(|x| !x.name.starts_with("attr#"))
+                                    .map(|x| (&x.name, x.def_order));
+                                match was {
+                                    Some((name, order)) => {
+                                        a.name = name.clone();
+                                        a.def_order = order;
+                                    }
+                                    None if a.name.starts_with("attr#") => {
+                                        if let Some((name, order)) = known.get(&a.id) {
+                                            a.name = name.clone();
+                                            a.def_order = *order;
+                                        }
+                                    }
+                                    None => {}
                                 }
                             }
                         }
@@ -391,21 +466,40 @@ impl Catalog {
         self.classes.get(&oid).map(|c| c.name.as_str())
     }
 
+    /// Every name the class had (oldest first); the last is its current one.
+    pub fn names(&self, oid: Oid) -> &[String] {
+        self.names.get(&oid).map_or(&[], |v| &v[..])
+    }
+
+    /// The column names of a class's current representation, by attribute id.
+    fn current_names(&self, class: Oid) -> Option<HashMap<i32, &str>> {
+        let c = self.classes.get(&class)?;
+        let rep = c.representations.get(&c.current_repid)?;
+        Some(rep.attributes.iter().map(|a| (a.id, a.name.as_str())).collect())
+    }
+
     /// Finds the representation a row was written with.
     pub fn representation(&self, class: Oid, repid: i32) -> Option<(&ClassSchema, &Representation)> {
         let c = self.classes.get(&class)?;
         c.representations.get(&repid).map(|r| (c, r))
     }
 
-    /// Decodes a heap image of `class` to JSON. `Err` says why it cannot be decoded (unknown
-    /// schema or representation, corrupt row); the raw image stays available to the caller.
+    /// Decodes a heap image of `class` to JSON, keyed by the names in force now (in this
+    /// catalog). `Err` says why it cannot be decoded (unknown schema or representation, corrupt
+    /// row); the raw image stays available to the caller.
     pub fn decode(&self, class: Oid, img: &Image) -> std::result::Result<DecodedRow, String> {
-        self.decode_keyed(class, img, false)
+        self.decode_keyed(class, img, KeyMode::NameThen, None)
     }
 
-    /// As [`Catalog::decode`]; with `by_id` the JSON keys are attribute ids (stable across
-    /// RENAME COLUMN and ALTER), not names.
-    pub fn decode_keyed(&self, class: Oid, img: &Image, by_id: bool) -> std::result::Result<DecodedRow, String> {
+    /// As [`Catalog::decode`], with the JSON keys `keys` asks for; `now` is the catalog at the
+    /// end of the log (for [`KeyMode::NameNow`]; without it, this catalog's names are used).
+    pub fn decode_keyed(
+        &self,
+        class: Oid,
+        img: &Image,
+        keys: KeyMode,
+        now: Option<&Catalog>,
+    ) -> std::result::Result<DecodedRow, String> {
         if img.row.len() < 4 {
             return Err("image shorter than a record header".into());
         }
@@ -417,36 +511,39 @@ impl Catalog {
             return Err(format!("representation {repid} of {} unknown", c.name));
         };
         let values = row::decode_row(rep, &img.row)?;
-        let mut cols: Vec<(i32, i32, String, String)> = rep
+        let renamed = match keys {
+            KeyMode::Id => None,
+            KeyMode::NameThen => self.current_names(class),
+            KeyMode::NameNow => now.unwrap_or(self).current_names(class),
+        };
+        let mut cols: Vec<(i32, DecodedColumn)> = rep
             .attributes
             .iter()
             .zip(values.iter())
             .map(|(a, v)| {
-                (
-                    if a.def_order < 0 { i32::MAX } else { a.def_order },
-                    a.id,
-                    a.name.clone(),
-                    row::value_json(v, &a.domain),
-                )
+                let name = match keys {
+                    KeyMode::Id => a.id.to_string(),
+                    _ => renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name).to_string(),
+                };
+                let order = if a.def_order < 0 { i32::MAX } else { a.def_order };
+                let value = row::value_json(v, &a.domain);
+                (order, DecodedColumn { id: a.id, name, value, primary_key: a.primary_key })
             })
             .collect();
-        cols.sort_by_key(|c| (c.0, c.1));
-        let mut json = String::with_capacity(64 + cols.iter().map(|c| c.2.len() + c.3.len() + 4).sum::<usize>());
+        cols.sort_by_key(|(order, c)| (*order, c.id));
+        let mut json =
+            String::with_capacity(64 + cols.iter().map(|(_, c)| c.name.len() + c.value.len() + 4).sum::<usize>());
         json.push('{');
-        for (i, (_, id, name, value)) in cols.iter().enumerate() {
+        for (i, (_, c)) in cols.iter().enumerate() {
             if i > 0 {
                 json.push(',');
             }
-            if by_id {
-                json_string(&mut json, &id.to_string());
-            } else {
-                json_string(&mut json, name);
-            }
+            json_string(&mut json, &c.name);
             json.push(':');
-            json.push_str(value);
+            json.push_str(&c.value);
         }
         json.push('}');
-        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, id, n, v)| (id, n, v)).collect() })
+        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, c)| c).collect() })
     }
 }
 
@@ -469,12 +566,12 @@ pub fn json_string(out: &mut String, s: &str) {
 
 /// Names of the columns whose values differ between two decoded images (by attribute id).
 pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
-    let old: HashMap<i32, &str> = before.columns.iter().map(|(id, _, v)| (*id, v.as_str())).collect();
+    let old: HashMap<i32, &str> = before.columns.iter().map(|c| (c.id, c.value.as_str())).collect();
     after
         .columns
         .iter()
-        .filter(|(id, _, v)| old.get(id).is_none_or(|o| *o != v.as_str()))
-        .map(|(_, n, _)| n.clone())
+        .filter(|c| old.get(&c.id).is_none_or(|o| *o != c.value.as_str()))
+        .map(|c| c.name.clone())
         .collect()
 }
 

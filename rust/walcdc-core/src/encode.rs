@@ -974,43 +974,7 @@ pub fn storage_order(candidates: &[Domain]) -> Vec<usize> {
     fixed
 }
 
-/// The `DB_TYPE` id of an SQL type name (`INT`, `VARCHAR`, `TIMESTAMPTZ`, `ENUM`, `LIST`, ...).
-pub fn db_type_from_name(name: &str) -> Option<i32> {
-    use db_type as T;
-    let n = name.trim().to_ascii_uppercase().replace([' ', '_'], "");
-    Some(match n.as_str() {
-        "INTEGER" | "INT" => T::INTEGER,
-        "SMALLINT" | "SHORT" => T::SHORT,
-        "BIGINT" => T::BIGINT,
-        "FLOAT" | "REAL" => T::FLOAT,
-        "DOUBLE" | "DOUBLEPRECISION" => T::DOUBLE,
-        "NUMERIC" | "DECIMAL" => T::NUMERIC,
-        "MONETARY" => T::MONETARY,
-        "CHAR" | "CHARACTER" => T::CHAR,
-        "VARCHAR" | "STRING" | "CHARVARYING" | "CHARACTERVARYING" => T::STRING,
-        "NCHAR" => T::NCHAR,
-        "VARNCHAR" | "NCHARVARYING" => T::VARNCHAR,
-        "BIT" => T::BIT,
-        "VARBIT" | "BITVARYING" => T::VARBIT,
-        "DATE" => T::DATE,
-        "TIME" => T::TIME,
-        "TIMESTAMP" => T::TIMESTAMP,
-        "TIMESTAMPLTZ" => T::TIMESTAMPLTZ,
-        "TIMESTAMPTZ" => T::TIMESTAMPTZ,
-        "DATETIME" => T::DATETIME,
-        "DATETIMELTZ" => T::DATETIMELTZ,
-        "DATETIMETZ" => T::DATETIMETZ,
-        "ENUM" | "ENUMERATION" => T::ENUMERATION,
-        "JSON" => T::JSON,
-        "SET" => T::SET,
-        "MULTISET" => T::MULTISET,
-        "SEQUENCE" | "LIST" => T::SEQUENCE,
-        "OBJECT" => T::OBJECT,
-        "BLOB" => T::BLOB,
-        "CLOB" => T::CLOB,
-        _ => return None,
-    })
-}
+pub use crate::schema::db_type_from_name;
 
 // ---------------------------------------------------------------------------------------------
 // CDC JSON text forms → values (the inverse of `row::value_json`)
@@ -1243,11 +1207,8 @@ fn value_from(v: &serde_json::Value, d: &Domain, depth: u32) -> EncResult<Value>
             Value::Numeric { unscaled: numeric_rescale(u, scale, d.scale)?, scale: d.scale }
         }
         T::MONETARY => parse_monetary(text()?)?,
-        T::CHAR | T::STRING => Value::String { bytes: text_bytes(text()?, d.codeset)?, codeset: d.codeset },
-        T::NCHAR | T::VARNCHAR => {
-            let s = text()?;
-            let s = s.strip_prefix("N'").and_then(|x| x.strip_suffix('\'')).unwrap_or(s);
-            Value::String { bytes: text_bytes(s, d.codeset)?, codeset: d.codeset }
+        T::CHAR | T::STRING | T::NCHAR | T::VARNCHAR => {
+            Value::String { bytes: text_bytes(text()?, d.codeset)?, codeset: d.codeset }
         }
         T::BIT | T::VARBIT => parse_bits(text()?, d)?,
         T::DATE => Value::Date(parse_date(text()?)? as i32),
@@ -1332,7 +1293,7 @@ fn value_from(v: &serde_json::Value, d: &Domain, depth: u32) -> EncResult<Value>
 
 /// Reads a value of domain `d` from its CDC JSON text form ([`crate::row::value_json`]): numbers
 /// for integer and floating types, `"123.4500"` NUMERIC, `"$50244.71"` MONETARY, strings (CHAR
-/// with its padding, `"N'…'"` for NCHAR), `"X'1da1'"` bits, `"YYYY-MM-DD"`, `"HH:MM:SS"`,
+/// with its padding, plain text for NCHAR), `"X'1da1'"` bits, `"YYYY-MM-DD"`, `"HH:MM:SS"`,
 /// `"YYYY-MM-DD HH:MM:SS[.fff]"` with ` UTC` (LTZ) or a fixed offset `+09:00` (TZ: local time at
 /// that offset), ENUM labels, `"vol|page|slot"` OIDs, JSON as JSON (members kept in document
 /// order), collections as arrays; `null` is NULL. The text form of the result is the input's
@@ -1456,7 +1417,7 @@ mod tests {
             "\"X'1d0'\"",
             "\"apple\"",
             "\"한글\"",
-            "\"N'abc'\"",
+            "\"abc\"",
             "\"X'baab0'\"",
             r#"{"z":1,"a":[true,null,"xy",{"k":-5000000000}],"c":2.5,"e":4294967295,"u":18446744073709551615}"#,
             "[4,6,null,12]",

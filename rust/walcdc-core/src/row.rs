@@ -1033,7 +1033,7 @@ pub fn string_text(bytes: &[u8], codeset: i32) -> String {
 
 /// The value as JSON text in the forms CUBRID's CDC API uses (§7.6): numbers for integer and
 /// floating types; strings for NUMERIC (`"123.4500"`), MONETARY (`"$50244.71"`), CHAR (padded),
-/// VARCHAR, NCHAR/VARNCHAR (`"N'…'"`), BIT/VARBIT (`"X'1da1'"`), DATE (`"YYYY-MM-DD"`), TIME
+/// VARCHAR, NCHAR/VARNCHAR (plain Unicode text, where CUBRID's API shows `N'…'`), BIT/VARBIT (`"X'1da1'"`), DATE (`"YYYY-MM-DD"`), TIME
 /// (`"HH:MM:SS"`), TIMESTAMP (`"YYYY-MM-DD HH:MM:SS"`), DATETIME (`"… HH:MM:SS.fff"`),
 /// TIMESTAMPLTZ/DATETIMELTZ in UTC with `" UTC"`, TIMESTAMPTZ/DATETIMETZ in their fixed offset's
 /// local time with `" +09:00"` (a geographic zone id stays UTC and is shown raw), ENUM (its
@@ -1044,7 +1044,6 @@ pub fn string_text(bytes: &[u8], codeset: i32) -> String {
 /// server running with `timezone=UTC` (as the fixtures' servers did); DATETIME is wall-clock time
 /// and shown as stored.
 pub fn value_json(v: &Value, domain: &Domain) -> String {
-    let nchar = matches!(domain.db_type, db_type::NCHAR | db_type::VARNCHAR);
     match v {
         Value::Null | Value::Unknown { .. } => "null".into(),
         Value::Int(i) => i.to_string(),
@@ -1071,7 +1070,6 @@ pub fn value_json(v: &Value, domain: &Domain) -> String {
                 items.iter().map(|it| value_json(it, elem.unwrap_or(&Domain::default()))).collect();
             format!("[{}]", parts.join(","))
         }
-        Value::String { bytes, codeset } if nchar => json_quote(&format!("N'{}'", string_text(bytes, *codeset))),
         _ => json_quote(&value_text(v).unwrap_or_default()),
     }
 }
@@ -1366,9 +1364,9 @@ mod tests {
         let v = decode_value(&d, &b, 0);
         assert_eq!(v, Value::String { bytes: "가a ".as_bytes().to_vec(), codeset: 5 });
         assert_eq!(json_of(&v, &d), "\"가a \"");
-        // NCHAR is shown as N'...'.
+        // NCHAR is plain text (CUBRID's API shows it as N'...').
         let nd = dom(db_type::VARNCHAR, 40, 0, 5);
-        assert_eq!(json_of(&Value::String { bytes: b"abc".to_vec(), codeset: 5 }, &nd), "\"N'abc'\"");
+        assert_eq!(json_of(&Value::String { bytes: b"abc".to_vec(), codeset: 5 }, &nd), "\"abc\"");
         // iso88591 as Latin-1, EUC-KR decoded, broken UTF-8 replaced.
         let d0 = Domain::default();
         assert_eq!(json_of(&Value::String { bytes: b"caf\xe9".to_vec(), codeset: 3 }, &d0), "\"café\"");

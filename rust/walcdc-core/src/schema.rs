@@ -43,6 +43,57 @@ pub mod db_type {
     pub const JSON: i32 = 40;
 }
 
+/// The column types: `DB_TYPE` id, the name CUBRID's catalog shows, and the other names SQL
+/// accepts for it. The one table of type names (Python's `walcdc.schemas` reads it too).
+pub const DB_TYPES: &[(i32, &str, &[&str])] = &[
+    (db_type::INTEGER, "INTEGER", &["INT"]),
+    (db_type::FLOAT, "FLOAT", &["REAL"]),
+    (db_type::DOUBLE, "DOUBLE", &["DOUBLE PRECISION"]),
+    (db_type::STRING, "VARCHAR", &["STRING", "CHAR VARYING", "CHARACTER VARYING"]),
+    (db_type::OBJECT, "OBJECT", &[]),
+    (db_type::SET, "SET", &[]),
+    (db_type::MULTISET, "MULTISET", &[]),
+    (db_type::SEQUENCE, "SEQUENCE", &["LIST"]),
+    (db_type::TIME, "TIME", &[]),
+    (db_type::TIMESTAMP, "TIMESTAMP", &[]),
+    (db_type::DATE, "DATE", &[]),
+    (db_type::MONETARY, "MONETARY", &[]),
+    (db_type::SHORT, "SMALLINT", &["SHORT"]),
+    (db_type::OID, "OID", &[]),
+    (db_type::NUMERIC, "NUMERIC", &["DECIMAL"]),
+    (db_type::BIT, "BIT", &[]),
+    (db_type::VARBIT, "VARBIT", &["BIT VARYING"]),
+    (db_type::CHAR, "CHAR", &["CHARACTER"]),
+    (db_type::NCHAR, "NCHAR", &[]),
+    (db_type::VARNCHAR, "VARNCHAR", &["NCHAR VARYING"]),
+    (db_type::BIGINT, "BIGINT", &[]),
+    (db_type::DATETIME, "DATETIME", &[]),
+    (db_type::BLOB, "BLOB", &[]),
+    (db_type::CLOB, "CLOB", &[]),
+    (db_type::ENUMERATION, "ENUM", &["ENUMERATION"]),
+    (db_type::TIMESTAMPTZ, "TIMESTAMPTZ", &[]),
+    (db_type::TIMESTAMPLTZ, "TIMESTAMPLTZ", &[]),
+    (db_type::DATETIMETZ, "DATETIMETZ", &[]),
+    (db_type::DATETIMELTZ, "DATETIMELTZ", &[]),
+    (db_type::JSON, "JSON", &[]),
+];
+
+/// The catalog's name of a `DB_TYPE` id.
+pub fn db_type_name(id: i32) -> Option<&'static str> {
+    DB_TYPES.iter().find(|t| t.0 == id).map(|t| t.1)
+}
+
+/// The `DB_TYPE` id of an SQL type name (`INT`, `VARCHAR`, `TIMESTAMPTZ`, `ENUM`, `LIST`, ...),
+/// case, blanks and underscores ignored.
+pub fn db_type_from_name(name: &str) -> Option<i32> {
+    let squash = |s: &str| s.to_ascii_uppercase().replace([' ', '_'], "");
+    let want = squash(name.trim());
+    DB_TYPES.iter().find(|(_, n, aliases)| squash(n) == want || aliases.iter().any(|a| squash(a) == want)).map(|t| t.0)
+}
+
+/// `INTL_CODESET` ids by charset name.
+pub const CODESETS: &[(i32, &str)] = &[(0, "ascii"), (2, "binary"), (3, "iso88591"), (4, "euckr"), (5, "utf8")];
+
 /// A column's domain: its type and the parameters that matter for decoding and display.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Domain {
