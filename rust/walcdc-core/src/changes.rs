@@ -6,12 +6,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::sync::Arc;
 
-use crate::catalog::{self, Catalog, ClassChange, ClassTracker};
+use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode};
 use crate::chase::{self, Image};
 use crate::error::{LogError, Result};
-use crate::logset::{Fetch, LogSet};
+use crate::logset::LogSet;
 use crate::lsa::Lsa;
-use crate::page::PAGE_HEADER_SIZE;
 use crate::rcvindex::*;
 use crate::record::Record;
 use crate::rectype::*;
@@ -69,6 +68,18 @@ pub enum ImageMode {
     Full,
 }
 
+impl ImageMode {
+    /// Whether the mode keeps the (before, after) images.
+    pub fn images(self) -> (bool, bool) {
+        match self {
+            ImageMode::Id => (false, false),
+            ImageMode::Before => (true, false),
+            ImageMode::After => (false, true),
+            ImageMode::Full => (true, true),
+        }
+    }
+}
+
 impl std::str::FromStr for ImageMode {
     type Err = LogError;
     fn from_str(s: &str) -> Result<ImageMode> {
@@ -78,7 +89,7 @@ impl std::str::FromStr for ImageMode {
             "after" => Ok(ImageMode::After),
             "full" => Ok(ImageMode::Full),
             _ => Err(LogError::InvalidArgument {
-                msg: format!("mode must be \"id\", \"before\", \"after\" or \"full\", not {s:?}"),
+                msg: format!("the image mode must be \"id\", \"before\", \"after\" or \"full\", not {s:?}"),
             }),
         }
     }
@@ -89,6 +100,8 @@ impl std::str::FromStr for ImageMode {
 pub struct Event {
     /// The supplemental (or commit/abort/timer) record that produced the event.
     pub lsa: Lsa,
+    /// The volume holding that record.
+    pub vol: u16,
     pub trid: i32,
     pub op: Op,
     pub trigger: bool,
@@ -124,14 +137,23 @@ pub struct Typed {
     pub after: Option<String>,
     /// Columns whose value differs between before and after (updates).
     pub changed_columns: Option<Vec<String>>,
+    /// The primary-key columns of the row (of `after`, or `before` for a delete) as JSON.
+    pub key: Option<String>,
     /// Why an image could not be decoded (unknown schema, corrupt row).
     pub decode_error: Option<String>,
 }
 
 impl Event {
+    fn at(rec: &Record, op: Op) -> Event {
+        let mut e = Event::new(rec.lsa, rec.trid, op);
+        e.vol = rec.vol;
+        e
+    }
+
     fn new(lsa: Lsa, trid: i32, op: Op) -> Event {
         Event {
             lsa,
+            vol: 0,
             trid,
             op,
             trigger: false,
@@ -205,7 +227,33 @@ impl std::str::FromStr for OnError {
         match s {
             "raise" => Ok(OnError::Raise),
             "skip" => Ok(OnError::Skip),
-            _ => Err(LogError::InvalidArgument { msg: format!("on_error must be \"raise\" or \"skip\", not {s:?}") }),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the error policy must be \"raise\" or \"skip\", not {s:?}"),
+            }),
+        }
+    }
+}
+
+/// Which DDL events a table filter keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DdlScope {
+    /// DDL on the tables the filter selects (table-less DDL such as `CREATE SERIAL` or
+    /// `CREATE USER` only when no table filter is given).
+    #[default]
+    Matching,
+    /// DDL on the selected tables and every table-less DDL.
+    All,
+}
+
+impl std::str::FromStr for DdlScope {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<DdlScope> {
+        match s {
+            "matching" => Ok(DdlScope::Matching),
+            "all" => Ok(DdlScope::All),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the DDL scope must be \"matching\" or \"all\", not {s:?}"),
+            }),
         }
     }
 }
@@ -221,10 +269,6 @@ pub struct ChangeOptions {
     /// Only these classes (CDC OID packing); `None` = all.
     pub tables: Option<HashSet<u64>>,
     pub exclude_tables: HashSet<u64>,
-    /// Only / not these tables by name (`t` or `owner.t`, case-insensitive), resolved with the
-    /// schemas known at the time of each change.
-    pub table_names: Option<Vec<String>>,
-    pub exclude_table_names: Vec<String>,
     /// Only these users (compared case-insensitively); `None` = all.
     pub users: Option<Vec<String>>,
     /// Only these operations; `None` = insert, update, delete, ddl (plus commit, abort and
@@ -239,8 +283,12 @@ pub struct ChangeOptions {
     /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
     /// is filled either way.
     pub decode: bool,
-    /// Key the JSON of typed rows by attribute id instead of column name.
-    pub keys_by_id: bool,
+    /// The keys of typed rows' JSON: names then, names now, or attribute ids.
+    pub keys: KeyMode,
+    /// Which DDL a table filter keeps.
+    pub include_ddl: DdlScope,
+    /// Replace passwords in DDL statements with `***`.
+    pub redact: bool,
     /// Schemas of tables whose class records are not in the log (a schema file).
     pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
 }
@@ -254,8 +302,6 @@ impl Default for ChangeOptions {
             mode: ImageMode::Full,
             tables: None,
             exclude_tables: HashSet::new(),
-            table_names: None,
-            exclude_table_names: Vec::new(),
             users: None,
             ops: None,
             include_trigger: true,
@@ -264,7 +310,9 @@ impl Default for ChangeOptions {
             on_error: OnError::Raise,
             on_encrypted: OnEncrypted::Raise,
             decode: true,
-            keys_by_id: false,
+            keys: KeyMode::NameThen,
+            include_ddl: DdlScope::Matching,
+            redact: true,
             user_schemas: Vec::new(),
         }
     }
@@ -375,6 +423,8 @@ pub struct ChangeReader {
     scratch: Vec<u8>,
     payload: Vec<u8>,
     catalog: Catalog,
+    /// The catalog at the end of the log (for `KeyMode::NameNow`).
+    catalog_now: Option<Catalog>,
     classes: ClassTracker,
     class_scratch: Vec<ClassChange>,
 }
@@ -433,7 +483,7 @@ impl ChangeReader {
             skip_before = Some(c.position);
         }
         if let Some(s) = opts.start {
-            validate_record_start(&log, s)?;
+            crate::walker::validate_record_start(&log, s)?;
         }
         let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
@@ -444,11 +494,24 @@ impl ChangeReader {
             _ => (Catalog::default(), ClassTracker::default(), HashMap::new()),
         };
         // The log's own class records (learned as the stream goes) take precedence.
-        for (oid, name, repid, columns) in opts.user_schemas.drain(..) {
+        let user_schemas = std::mem::take(&mut opts.user_schemas);
+        for (oid, name, repid, columns) in user_schemas.iter().cloned() {
             if catalog.get(oid).is_none() {
                 catalog.add_columns(oid, &name, repid, columns);
             }
         }
+        let catalog_now = match opts.keys {
+            KeyMode::NameNow if opts.decode => {
+                let mut now = catalog::learn(&log, OnEncrypted::Skip)?;
+                for (oid, name, repid, columns) in user_schemas {
+                    if now.get(oid).is_none() {
+                        now.add_columns(oid, &name, repid, columns);
+                    }
+                }
+                Some(now)
+            }
+            _ => None,
+        };
         Ok(ChangeReader {
             log,
             walker,
@@ -469,6 +532,7 @@ impl ChangeReader {
             scratch: Vec::new(),
             payload: Vec::new(),
             catalog,
+            catalog_now,
             classes,
             class_scratch: Vec::new(),
         })
@@ -541,31 +605,19 @@ impl ChangeReader {
         }
     }
 
-    /// Whether changes of `class` (a table, or a partition of one) pass the table filters. Names
-    /// come from the committed schemas and from the class records of transaction `trid` (a
-    /// table created in the same transaction).
-    fn class_passes(&self, class: Oid, trid: i32) -> bool {
+    /// Whether changes of `class` (a table, or a partition of one, matched by its partitioned
+    /// table too) pass the table filters. (Names are resolved to class OIDs by the caller.)
+    fn class_passes(&self, class: Oid) -> bool {
         let root = self.catalog.root(class);
         let oids = [class.to_cdc(), root.to_cdc()];
-        let staged = self.txns.get(&trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
-        let staged_name = |oid: Oid| {
-            staged.iter().rev().find_map(|c| match c {
-                ClassChange::Upsert(s) if s.oid == oid => Some(s.name.as_str()),
-                _ => None,
-            })
-        };
-        let names: Vec<&str> =
-            [staged_name(class), self.catalog.name(class), self.catalog.name(root)].into_iter().flatten().collect();
-        let named = |list: &[String]| list.iter().any(|want| names.iter().any(|n| name_matches(n, want)));
-        if oids.iter().any(|o| self.opts.exclude_tables.contains(o)) || named(&self.opts.exclude_table_names) {
+        if oids.iter().any(|o| self.opts.exclude_tables.contains(o)) {
             return false;
         }
-        match (&self.opts.tables, &self.opts.table_names) {
-            (None, None) => true,
-            (t, n) => {
-                t.as_ref().is_some_and(|t| oids.iter().any(|o| t.contains(o))) || n.as_ref().is_some_and(|n| named(n))
-            }
-        }
+        self.opts.tables.as_ref().is_none_or(|t| oids.iter().any(|o| t.contains(o)))
+    }
+
+    fn has_table_filter(&self) -> bool {
+        self.opts.tables.is_some()
     }
 
     fn user_passes(&self, user: Option<&str>) -> bool {
@@ -644,7 +696,7 @@ impl ChangeReader {
         if rec.trid <= 0 {
             // System transactions never carry changes; the HA-state dummy is CUBRID's timer.
             if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) {
-                let mut e = Event::new(rec.lsa, rec.trid, Op::Timer);
+                let mut e = Event::at(rec, Op::Timer);
                 e.time = rec.at_time();
                 self.ready.push_back(e);
             }
@@ -720,7 +772,7 @@ impl ChangeReader {
         if !self.opts.committed_only {
             // CUBRID's producer reports the end of a transaction whose user it learned.
             if !txn.ignored && txn.user.is_some() && self.wants(op) && self.user_passes(txn.user.as_deref()) {
-                let mut e = Event::new(rec.lsa, rec.trid, op);
+                let mut e = Event::at(rec, op);
                 e.user = txn.user.clone();
                 e.time = rec.at_time();
                 self.ready.push_back(e);
@@ -733,7 +785,7 @@ impl ChangeReader {
         if !commit {
             self.stats.aborted_transactions += 1;
             if self.wants(Op::Abort) && txn.event_count() > 0 && self.user_passes(txn.user.as_deref()) {
-                let mut e = Event::new(rec.lsa, rec.trid, Op::Abort);
+                let mut e = Event::at(rec, Op::Abort);
                 e.user = txn.user.clone();
                 e.time = rec.at_time();
                 self.ready.push_back(e);
@@ -763,7 +815,7 @@ impl ChangeReader {
             None => None,
         };
         let marker = (self.wants(Op::Commit) && has_events).then(|| {
-            let mut e = Event::new(rec.lsa, rec.trid, Op::Commit);
+            let mut e = Event::at(rec, Op::Commit);
             e.user = txn.user.clone();
             e.time = rec.at_time();
             e.commit_lsa = Some(rec.lsa);
@@ -818,7 +870,6 @@ impl ChangeReader {
             e.commit_lsa = Some(em.commit_lsa);
             e.commit_time = em.commit_time;
             e.txn_seq = em.seq;
-            e.typed = Some(type_event(&self.catalog, &[], &e, self.opts.decode, self.opts.keys_by_id));
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
@@ -826,6 +877,8 @@ impl ChangeReader {
             if let Some(m) = em.marker.as_mut() {
                 m.txn_seq = em.seq;
             }
+            e.typed = Some(self.type_event(&[], &e));
+            self.keep_wanted_images(&mut e);
             return Ok(Some(e));
         }
     }
@@ -867,7 +920,7 @@ impl ChangeReader {
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 // Filters are decided before any image is built.
                 if (dml.trigger && !self.opts.include_trigger)
-                    || !self.class_passes(dml.class_oid, rec.trid)
+                    || !self.class_passes(dml.class_oid)
                     || (user.is_some() && !self.user_passes(user.as_deref()))
                     || (engine && !self.user_passes(user.as_deref()))
                 {
@@ -877,13 +930,14 @@ impl ChangeReader {
                 if !(self.wants(op) || (op == Op::Update && self.wants(Op::Insert))) {
                     return Ok(());
                 }
-                let (want_before, want_after) = match self.opts.mode {
-                    ImageMode::Id => (false, false),
-                    ImageMode::Before => (true, false),
-                    ImageMode::After => (false, true),
-                    ImageMode::Full => (true, true),
-                };
-                let mut e = Event::new(rec.lsa, rec.trid, op);
+                let (mode_before, mode_after) = self.opts.mode.images();
+                // The key (primary-key columns) comes from the row after the change, or before
+                // it for a delete, in every mode; an image the mode does not keep is dropped
+                // once the key is taken (`keep_wanted_images`).
+                let key_after = op != Op::Delete;
+                let want_before = mode_before || (self.opts.decode && !key_after);
+                let want_after = mode_after || (self.opts.decode && key_after);
+                let mut e = Event::at(rec, op);
                 e.trigger = dml.trigger;
                 e.user = user;
                 e.class_oid = Some(dml.class_oid);
@@ -909,14 +963,27 @@ impl ChangeReader {
                 if engine && !self.resolve_user(rec)? {
                     return Ok(());
                 }
-                if !self.wants(Op::Ddl) || (!ddl.class_oid.is_null() && !self.class_passes(ddl.class_oid, rec.trid)) {
+                let passes = if ddl.class_oid.is_null() {
+                    // Table-less DDL (serials, users, ...): kept unless a table filter asks for
+                    // its tables' DDL only.
+                    !self.has_table_filter() || self.opts.include_ddl == DdlScope::All
+                } else {
+                    self.class_passes(ddl.class_oid)
+                };
+                if !self.wants(Op::Ddl) || !passes {
                     return Ok(());
+                }
+                let mut ddl = ddl;
+                if self.opts.redact {
+                    if let std::borrow::Cow::Owned(r) = crate::redact::redact_secrets(&ddl.statement) {
+                        ddl.statement = r;
+                    }
                 }
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
                     return Ok(());
                 }
-                let mut e = Event::new(rec.lsa, rec.trid, Op::Ddl);
+                let mut e = Event::at(rec, Op::Ddl);
                 e.user = user;
                 e.class_oid = (!ddl.class_oid.is_null()).then_some(ddl.class_oid);
                 e.ddl = Some(ddl);
@@ -975,7 +1042,8 @@ impl ChangeReader {
         if !self.opts.committed_only {
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.txns.get(&e.trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
-            e.typed = Some(type_event(&self.catalog, staged, &e, self.opts.decode, self.opts.keys_by_id));
+            e.typed = Some(self.type_event(staged, &e));
+            self.keep_wanted_images(&mut e);
             self.ready.push_back(e);
             return Ok(());
         }
@@ -1017,101 +1085,80 @@ impl ChangeReader {
     }
 }
 
-/// `owner.table` matches `table` and `owner.table`, case-insensitively.
-fn name_matches(stored: &str, wanted: &str) -> bool {
-    let wanted = wanted.trim();
-    stored.eq_ignore_ascii_case(wanted)
-        || (!wanted.contains('.') && stored.rsplit_once('.').is_some_and(|(_, t)| t.eq_ignore_ascii_case(wanted)))
-}
-
-/// Decodes an event's images with the catalog (plus a transaction's not yet committed class
-/// changes), and names its table.
-fn type_event(catalog: &Catalog, staged: &[ClassChange], e: &Event, decode: bool, by_id: bool) -> Typed {
-    let mut t = Typed::default();
-    let Some(class) = e.class_oid else { return t };
-    let overlay;
-    let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
-        let mut c = catalog.clone();
-        for change in staged {
-            c.apply(change.clone());
-        }
-        overlay = c;
-        &overlay
-    } else {
-        catalog
-    };
-    let root = cat.root(class);
-    if root != class {
-        t.partition_oid = Some(class);
-        t.root_oid = Some(root);
-    }
-    t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
-    if !decode {
-        return t;
-    }
-    let mut errors = Vec::new();
-    let mut decode = |img: &Option<Image>| match img {
-        Some(i) => match cat.decode_keyed(class, i, by_id) {
-            Ok(d) => Some(d),
-            Err(m) => {
-                errors.push(m);
-                None
+impl ChangeReader {
+    /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
+    /// changes), and names its table.
+    fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
+        let mut t = Typed::default();
+        let Some(class) = e.class_oid else { return t };
+        let overlay;
+        let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
+            let mut c = self.catalog.clone();
+            for change in staged {
+                c.apply(change.clone());
             }
-        },
-        None => None,
-    };
-    let before = decode(&e.before);
-    let after = decode(&e.after);
-    if let (Some(b), Some(a)) = (&before, &after) {
-        t.changed_columns = Some(catalog::changed_columns(b, a));
+            overlay = c;
+            &overlay
+        } else {
+            &self.catalog
+        };
+        let root = cat.root(class);
+        if root != class {
+            t.partition_oid = Some(class);
+            t.root_oid = Some(root);
+        }
+        t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
+        if !self.opts.decode {
+            return t;
+        }
+        let mut errors = Vec::new();
+        let mut decode = |img: &Option<Image>| match img {
+            Some(i) => match cat.decode_keyed(class, i, self.opts.keys, self.catalog_now.as_ref()) {
+                Ok(d) => Some(d),
+                Err(m) => {
+                    errors.push(m);
+                    None
+                }
+            },
+            None => None,
+        };
+        let before = decode(&e.before);
+        let after = decode(&e.after);
+        if let (Some(b), Some(a)) = (&before, &after) {
+            t.changed_columns = Some(catalog::changed_columns(b, a));
+        }
+        t.key = after.as_ref().or(before.as_ref()).and_then(|d| d.key_json());
+        t.before = before.map(|d| d.json);
+        t.after = after.map(|d| d.json);
+        if !errors.is_empty() {
+            errors.dedup();
+            t.decode_error = Some(errors.join("; "));
+        }
+        t
     }
-    t.before = before.map(|d| d.json);
-    t.after = after.map(|d| d.json);
-    if !errors.is_empty() {
-        errors.dedup();
-        t.decode_error = Some(errors.join("; "));
-    }
-    t
-}
 
-/// A start LSA must be where a record starts: one of the records that start on its page.
-pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
-    if lsa.pageid < log.first_pageid {
-        return Err(LogError::MissingArchive {
-            file: log.set_name(),
-            lsa: Some(lsa),
-            msg: format!(
-                "LSA {lsa} lies before the oldest page of the set ({}): its archive is not available",
-                log.first_pageid
-            ),
-        });
+    /// Drops the images the mode does not keep (read only for the key).
+    fn keep_wanted_images(&self, e: &mut Event) {
+        let (before, after) = self.opts.mode.images();
+        if before && after {
+            return;
+        }
+        if !before {
+            e.before = None;
+        }
+        if !after {
+            e.after = None;
+        }
+        if let Some(t) = e.typed.as_mut() {
+            if !before {
+                t.before = None;
+            }
+            if !after {
+                t.after = None;
+            }
+            t.changed_columns = None;
+        }
     }
-    let page = match log.fetch(lsa.pageid) {
-        Fetch::Ok(p) => p,
-        Fetch::Absent(_) if log.header().is_some_and(|h| lsa.pageid > h.append_lsa.pageid) => {
-            return Err(LogError::InvalidArgument { msg: format!("LSA {lsa} lies beyond the end of the log") });
-        }
-        other => return Err(log.fetch_error(other, lsa.pageid, lsa)),
-    };
-    let area = log.area_size();
-    let mut off = page.header.offset;
-    let mut steps = 0;
-    while off >= 0 && (off as usize) + 32 <= area && steps < area {
-        if off == lsa.offset {
-            return Ok(());
-        }
-        if off > lsa.offset {
-            break;
-        }
-        let at = PAGE_HEADER_SIZE + off as usize + 16;
-        let forw = Lsa::from_le_bytes(page.bytes[at..at + 8].try_into().unwrap());
-        if forw.is_null() || forw.pageid != lsa.pageid || forw.offset <= off {
-            break;
-        }
-        off = forw.offset;
-        steps += 1;
-    }
-    Err(LogError::InvalidArgument { msg: format!("no record starts at LSA {lsa}") })
 }
 
 // --- spill file format: one event after another, little-endian, length-prefixed fields ---
@@ -1154,6 +1201,7 @@ fn put_image(w: &mut impl Write, i: Option<&Image>) -> std::io::Result<()> {
 
 fn write_event(w: &mut impl Write, e: &Event) -> std::io::Result<()> {
     w.write_all(&e.lsa.to_raw().to_le_bytes())?;
+    w.write_all(&e.vol.to_le_bytes())?;
     w.write_all(&e.trid.to_le_bytes())?;
     w.write_all(&[e.op.index(), e.trigger as u8])?;
     put_opt_bytes(w, e.user.as_deref().map(str::as_bytes))?;
@@ -1211,9 +1259,11 @@ fn string(b: Vec<u8>) -> String {
 
 fn read_event(r: &mut impl Read) -> std::io::Result<Event> {
     let lsa = Lsa::from_raw(u64::from_le_bytes(get::<8>(r)?));
+    let vol = u16::from_le_bytes(get::<2>(r)?);
     let trid = i32::from_le_bytes(get::<4>(r)?);
     let [op, trigger] = get::<2>(r)?;
     let mut e = Event::new(lsa, trid, Op::ALL[op as usize % Op::ALL.len()]);
+    e.vol = vol;
     e.trigger = trigger != 0;
     e.user = if get_flag(r)? { Some(Arc::from(string(get_bytes(r)?).as_str())) } else { None };
     e.class_oid = get_opt_u64(r)?.map(Oid::from_cdc);
@@ -1282,6 +1332,7 @@ mod tests {
     #[test]
     fn spill_round_trip() {
         let mut e = Event::new(Lsa::new(7, 64), 42, Op::Update);
+        e.vol = 3;
         e.user = Some(Arc::from("DBA"));
         e.class_oid = Some(Oid { pageid: 229, slotid: 1, volid: 0 });
         e.before = Some(Image { rec_type: 2, row: vec![1, 2, 3] });

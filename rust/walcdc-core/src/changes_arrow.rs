@@ -3,18 +3,33 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int32Builder, Int8Builder, ListBuilder, StringBuilder,
+    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int16Builder, Int32Builder, Int8Builder, ListBuilder, StringBuilder,
     TimestampSecondBuilder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::types::Int8Type;
+use arrow_array::types::{Int16Type, Int8Type};
 use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::changes::{ChangeReader, Event, Op};
 use crate::error::Result;
+use crate::logset::LogSet;
+use crate::supplemental::Oid;
 
 fn ts() -> DataType {
     DataType::Timestamp(TimeUnit::Second, Some("UTC".into()))
+}
+
+/// An OID column value: CUBRID's CDC packing, null for the null OID (page -1).
+fn oid(o: Option<Oid>) -> Option<u64> {
+    o.filter(|o| !o.is_null()).map(Oid::to_cdc)
+}
+
+/// A string column holding JSON texts (marked so that JSON writers embed them as JSON).
+fn json_field(name: &str) -> Field {
+    Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
+        crate::jsonl::JSON_METADATA_KEY.to_string(),
+        "true".to_string(),
+    )]))
 }
 
 /// The schema of `read_changes()`.
@@ -40,10 +55,12 @@ pub fn changes_schema() -> SchemaRef {
         Field::new("time", ts(), true),
         Field::new("error", DataType::Utf8, true),
         Field::new("partition_oid", DataType::UInt64, true),
-        Field::new("before", DataType::Utf8, true),
-        Field::new("after", DataType::Utf8, true),
+        json_field("before"),
+        json_field("after"),
+        json_field("key"),
         Field::new("changed_columns", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), true),
         Field::new("decode_error", DataType::Utf8, true),
+        Field::new("file", DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)), false),
     ]))
 }
 
@@ -73,13 +90,19 @@ pub struct ChangesBuilder {
     partition_oid: UInt64Builder,
     before_json: StringBuilder,
     after_json: StringBuilder,
+    key: StringBuilder,
     changed: ListBuilder<StringBuilder>,
     decode_error: StringBuilder,
+    file_values: ArrayRef,
+    file: Int16Builder,
 }
 
-impl Default for ChangesBuilder {
-    fn default() -> Self {
+impl ChangesBuilder {
+    /// A builder for events of `log` (whose volume names fill the `file` column).
+    pub fn new(log: &LogSet) -> Self {
         ChangesBuilder {
+            file_values: Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str()))),
+            file: Int16Builder::new(),
             schema: changes_schema(),
             ops: Arc::new(StringArray::from_iter_values(Op::ALL.iter().map(|o| o.as_str()))),
             lsa: UInt64Builder::new(),
@@ -104,13 +127,12 @@ impl Default for ChangesBuilder {
             partition_oid: UInt64Builder::new(),
             before_json: StringBuilder::new(),
             after_json: StringBuilder::new(),
+            key: StringBuilder::new(),
             changed: ListBuilder::new(StringBuilder::new()),
             decode_error: StringBuilder::new(),
         }
     }
-}
 
-impl ChangesBuilder {
     pub fn len(&self) -> usize {
         self.lsa.len()
     }
@@ -131,8 +153,8 @@ impl ChangesBuilder {
         let typed = e.typed.as_ref();
         // A partition's change is reported under its partitioned table, as CUBRID's CDC does.
         let class = typed.and_then(|t| t.root_oid).or(e.class_oid);
-        self.class_oid.append_option(class.map(|o| o.to_cdc()));
-        self.row_oid.append_option(e.row_oid.map(|o| o.to_cdc()));
+        self.class_oid.append_option(oid(class));
+        self.row_oid.append_option(oid(e.row_oid));
         self.table.append_option(typed.and_then(|t| t.table.as_deref()));
         self.before.append_option(e.before.as_ref().map(|i| &i.row[..]));
         self.after.append_option(e.after.as_ref().map(|i| &i.row[..]));
@@ -140,7 +162,7 @@ impl ChangesBuilder {
             Some(d) => {
                 self.ddl_type.append_value(d.ddl_type as i8);
                 self.object_type.append_value(d.object_type as i8);
-                self.object_oid.append_value(d.object_oid.to_cdc());
+                self.object_oid.append_option(oid(Some(d.object_oid)));
                 self.statement.append_value(&d.statement);
             }
             None => {
@@ -152,9 +174,10 @@ impl ChangesBuilder {
         }
         self.time.append_option(e.time);
         self.error.append_option(e.error.as_deref());
-        self.partition_oid.append_option(typed.and_then(|t| t.partition_oid).map(|o| o.to_cdc()));
+        self.partition_oid.append_option(oid(typed.and_then(|t| t.partition_oid)));
         self.before_json.append_option(typed.and_then(|t| t.before.as_deref()));
         self.after_json.append_option(typed.and_then(|t| t.after.as_deref()));
+        self.key.append_option(typed.and_then(|t| t.key.as_deref()));
         match typed.and_then(|t| t.changed_columns.as_ref()) {
             Some(cols) => {
                 for c in cols {
@@ -165,6 +188,7 @@ impl ChangesBuilder {
             None => self.changed.append(false),
         }
         self.decode_error.append_option(typed.and_then(|t| t.decode_error.as_deref()));
+        self.file.append_value(e.vol as i16);
     }
 
     pub fn finish(&mut self) -> RecordBatch {
@@ -192,8 +216,13 @@ impl ChangesBuilder {
             Arc::new(self.partition_oid.finish()),
             Arc::new(self.before_json.finish()),
             Arc::new(self.after_json.finish()),
+            Arc::new(self.key.finish()),
             Arc::new(self.changed.finish()),
             Arc::new(self.decode_error.finish()),
+            Arc::new(
+                DictionaryArray::<Int16Type>::try_new(self.file.finish(), self.file_values.clone())
+                    .expect("volume numbers in range"),
+            ),
         ];
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }

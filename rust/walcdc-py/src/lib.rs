@@ -1,7 +1,10 @@
 //! Thin PyO3 bindings over walcdc-core: log sets, record batches handed to Python through the
 //! Arrow C data interface (PyCapsules, no copy), and typed errors.
 
+mod error;
 mod testing_encode;
+
+use error::to_py;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use arrow_schema::ffi::FFI_ArrowSchema;
 use arrow_schema::{DataType, SchemaRef};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCapsule, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyDict, PyList, PyTuple};
 
 use walcdc_core::catalog::UserColumn;
 use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, OnError, Op};
@@ -23,18 +26,6 @@ use walcdc_core::supplemental::Oid;
 use walcdc_core::walker::{find_end, SkippedRange};
 use walcdc_core::writer::{DataFields, LogWriter, WriterConfig};
 use walcdc_core::{LogError, LogSet, Lsa, OnEncrypted, Walker};
-
-/// Raises the matching `walcdc.errors` exception, with `file` and `lsa` attributes.
-fn to_py(py: Python<'_>, e: LogError) -> PyErr {
-    let build = || -> PyResult<PyErr> {
-        let module = py.import("walcdc.errors")?;
-        let class = module.getattr(e.kind())?;
-        let lsa = e.lsa().map(|l| l.to_key());
-        let inst = class.call1((e.to_string(), e.file().map(str::to_string), lsa))?;
-        Ok(PyErr::from_value(inst))
-    };
-    build().unwrap_or_else(|err| err)
-}
 
 fn key_to_lsa(v: Option<u64>) -> Option<Lsa> {
     v.map(Lsa::from_key)
@@ -249,6 +240,9 @@ fn domain_dict<'py>(py: Python<'py>, d: &walcdc_core::schema::Domain) -> PyResul
 
 fn attribute_dict<'py>(py: Python<'py>, a: &walcdc_core::schema::Attribute) -> PyResult<Bound<'py, PyDict>> {
     let o = domain_dict(py, &a.domain)?;
+    o.set_item("type_name", walcdc_core::schema::db_type_name(a.domain.db_type))?;
+    let charset = walcdc_core::schema::CODESETS.iter().find(|c| c.0 == a.domain.codeset).map(|c| c.1);
+    o.set_item("charset", charset)?;
     o.set_item("id", a.id)?;
     o.set_item("name", &a.name)?;
     o.set_item("def_order", a.def_order)?;
@@ -351,8 +345,9 @@ impl PyLogSet {
         batch_size: usize,
     ) -> PyResult<RecordBatches> {
         let policy: OnEncrypted = on_encrypted.parse().map_err(|e| to_py(py, e))?;
+        let log = self.inner.clone();
         let walker =
-            Walker::new(self.inner.clone(), key_to_lsa(start), key_to_lsa(end), policy).map_err(|e| to_py(py, e))?;
+            py.detach(|| Walker::checked(log, key_to_lsa(start), key_to_lsa(end), policy)).map_err(|e| to_py(py, e))?;
         Ok(RecordBatches {
             walker,
             builder: RecordsBuilder::new(&self.inner, payloads),
@@ -367,6 +362,7 @@ impl PyLogSet {
         let at = Lsa::from_key(lsa);
         let (rec, undo, redo) = py
             .detach(|| -> walcdc_core::Result<_> {
+                walcdc_core::walker::validate_record_start(log, at)?;
                 let rec = log.record_at(at)?;
                 let (mut u, mut r) = (Vec::new(), Vec::new());
                 log.images(&rec, &mut u, &mut r)?;
@@ -408,8 +404,7 @@ impl PyLogSet {
     /// Change events (see `walcdc.read_changes`).
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536, table_names=None, exclude_table_names=None, decode=true,
-        user_schemas=None, keys_by_id=false))]
+        on_encrypted="raise", batch_size=65536, decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -428,11 +423,11 @@ impl PyLogSet {
         on_error: &str,
         on_encrypted: &str,
         batch_size: usize,
-        table_names: Option<Vec<String>>,
-        exclude_table_names: Option<Vec<String>>,
         decode: bool,
         user_schemas: Option<Vec<UserTable>>,
-        keys_by_id: bool,
+        keys: &str,
+        include_ddl: &str,
+        redact: bool,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -446,8 +441,6 @@ impl PyLogSet {
             mode: mode.parse::<ImageMode>().map_err(err)?,
             tables: tables.map(|t| t.into_iter().collect()),
             exclude_tables: exclude_tables.unwrap_or_default().into_iter().collect(),
-            table_names,
-            exclude_table_names: exclude_table_names.unwrap_or_default(),
             users,
             ops,
             include_trigger,
@@ -464,11 +457,14 @@ impl PyLogSet {
             on_encrypted: on_encrypted.parse::<OnEncrypted>().map_err(err)?,
             decode,
             user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
-            keys_by_id,
+            keys: keys.parse().map_err(|msg| err(LogError::InvalidArgument { msg }))?,
+            include_ddl: include_ddl.parse().map_err(err)?,
+            redact,
         };
         let log = self.inner.clone();
         let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
-        Ok(ChangeBatches { reader, builder: ChangesBuilder::default(), batch_size: batch_size.max(1) })
+        let builder = ChangesBuilder::new(&self.inner);
+        Ok(ChangeBatches { reader, builder, batch_size: batch_size.max(1) })
     }
 
     /// Time (Unix seconds) to LSA, as CUBRID's `cdc_find_lsa`: `(lsa, adjusted)`.
@@ -490,6 +486,7 @@ impl PyLogSet {
         for c in classes {
             let d = PyDict::new(py);
             d.set_item("name", &c.name)?;
+            d.set_item("names", cat.names(c.oid).to_vec())?;
             d.set_item("class_oid", c.oid.to_cdc())?;
             d.set_item("class_oid_text", c.oid.to_string())?;
             d.set_item("current_repid", c.current_repid)?;
@@ -625,8 +622,77 @@ impl PyLogWriter {
     }
 }
 
+/// The column types: `(DB_TYPE id, catalog name, other SQL names)`.
+#[pyfunction]
+fn db_types() -> Vec<(i32, &'static str, Vec<&'static str>)> {
+    walcdc_core::schema::DB_TYPES.iter().map(|(id, name, aliases)| (*id, *name, aliases.to_vec())).collect()
+}
+
+/// Character sets: `(INTL_CODESET id, name)`.
+#[pyfunction]
+fn codesets() -> Vec<(i32, &'static str)> {
+    walcdc_core::schema::CODESETS.to_vec()
+}
+
+/// One record batch from an object with `__arrow_c_array__` (a `pyarrow.RecordBatch`).
+fn import_batch(obj: &Bound<'_, PyAny>) -> PyResult<RecordBatch> {
+    let pair = obj.call_method0("__arrow_c_array__")?;
+    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
+    let schema_ptr = schema.pointer_checked(Some(c"arrow_schema"))?.as_ptr() as *const FFI_ArrowSchema;
+    let array_ptr = array.pointer_checked(Some(c"arrow_array"))?.as_ptr() as *mut FFI_ArrowArray;
+    // SAFETY: the capsules hold the C data interface structs their names say; the array is
+    // moved out (its release callback now belongs to us) and an empty one left in its place.
+    let data = unsafe {
+        let array = std::ptr::replace(array_ptr, FFI_ArrowArray::empty());
+        arrow_array::ffi::from_ffi(array, &*schema_ptr)
+    }
+    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(RecordBatch::from(StructArray::from(data)))
+}
+
+/// The rows of a record batch as JSON Lines (bytes); the string columns marked as JSON (or
+/// named in `raw_json`) are written as the JSON they hold.
+#[pyfunction]
+#[pyo3(signature = (batch, raw_json=Vec::new()))]
+fn encode_jsonl<'py>(
+    py: Python<'py>,
+    batch: &Bound<'py, PyAny>,
+    raw_json: Vec<String>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let batch = import_batch(batch)?;
+    let mut out = Vec::with_capacity(batch.get_array_memory_size());
+    py.detach(|| walcdc_core::jsonl::encode_jsonl(&batch, &raw_json, &mut out))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &out))
+}
+
+/// CUBRID's CDC packing of an OID `(volid, pageid, slotid)`.
+#[pyfunction]
+fn oid_pack(volid: i16, pageid: i32, slotid: i16) -> u64 {
+    Oid { pageid, slotid, volid }.to_cdc()
+}
+
+/// `(volid, pageid, slotid)` of a CDC-packed OID.
+#[pyfunction]
+fn oid_unpack(packed: u64) -> (i16, i32, i16) {
+    let o = Oid::from_cdc(packed);
+    (o.volid, o.pageid, o.slotid)
+}
+
+/// `statement` with the passwords it holds replaced by `***`.
+#[pyfunction]
+fn redact_secrets(statement: &str) -> String {
+    walcdc_core::redact::redact_secrets(statement).into_owned()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(db_types, m)?)?;
+    m.add_function(wrap_pyfunction!(codesets, m)?)?;
+    m.add_function(wrap_pyfunction!(redact_secrets, m)?)?;
+    m.add_function(wrap_pyfunction!(oid_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(oid_unpack, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_jsonl, m)?)?;
     m.add_class::<PyLogSet>()?;
     m.add_class::<RecordBatches>()?;
     m.add_class::<ChangeBatches>()?;
