@@ -8,7 +8,7 @@
 True
 """
 
-from walcdc import lsa, samples
+from walcdc import lsa, oid, samples
 from walcdc._native import __version__
 from walcdc.changes import ChangeStream, Cursor, read_changes
 from walcdc.errors import (
@@ -22,6 +22,7 @@ from walcdc.errors import (
     MismatchedLogSetError,
     MissingArchiveError,
     NoSupplementalLogError,
+    OutputError,
     TruncatedLogError,
 )
 from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
@@ -36,6 +37,7 @@ __all__ = [
     "Cursor",
     "LogSet",
     "lsa",
+    "oid",
     "samples",
     "EncryptedPagesSkipped",
     "LogError",
@@ -49,4 +51,5 @@ __all__ = [
     "EncryptedPageError",
     "CorruptRecordError",
     "InvalidArgumentError",
+    "OutputError",
 ]

@@ -6,18 +6,28 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import pyarrow as pa
 
 from walcdc import lsa as L
-from walcdc.errors import InvalidArgumentError
+from walcdc.errors import InvalidArgumentError, LogIOError, argument_error
 from walcdc.logset import LogSet, open_log
+from walcdc.options import (
+    DDL_SCOPES,
+    KEYS,
+    OPS,
+    TableIndex,
+    choice,
+    parse_ops,
+    position,
+    split_list,
+)
 
-__all__ = ["read_changes", "ChangeStream", "Cursor", "OPS"]
+__all__ = ["read_changes", "ChangeStream", "Cursor", "OPS", "ENVELOPES"]
 
-#: Operation names of the ``op`` column.
-OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
+#: Output shapes besides the plain event rows.
+ENVELOPES = ("debezium",)
 
 
 @dataclass(frozen=True)
@@ -71,8 +81,8 @@ class Cursor:
                 position,
                 engine,
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgumentError(f"not a walcdc cursor: {text[:200]!r}") from exc
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise InvalidArgumentError(f"not a walcdc cursor: {text[:200]!r}") from None
 
     def save(self, path: Union[str, os.PathLike[str]]) -> None:
         """Writes the cursor atomically (temporary file, fsync, rename)."""
@@ -86,8 +96,24 @@ class Cursor:
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike[str]]) -> Cursor:
-        with open(path) as f:
-            return cls.from_json(f.read())
+        """Reads a cursor saved with :meth:`save`."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise argument_error(
+                "cursor",
+                f"{{}}: the cursor file {path} does not exist (to start at the beginning of the "
+                "log, give no cursor)",
+                LogIOError,
+            ) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LogIOError(f"cannot read the cursor file {path}: {exc}", path) from None
+        try:
+            return cls.from_json(text)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{path}: {exc.message}", path) from None
 
 
 class ChangeStream:
@@ -99,16 +125,23 @@ class ChangeStream:
     copying.
     """
 
-    def __init__(self, native):
+    def __init__(self, native, transform=None, info: Optional[Dict[str, Any]] = None):
         self._native = native
-        self.schema: pa.Schema = pa.schema(native.schema())
+        #: What the stream reads: ``committed_only``, ``db_creation``, ``database``, filters.
+        self.info: Dict[str, Any] = dict(info or {})
+        native_schema = pa.schema(native.schema())
+        self._transform = transform
+        self.schema: pa.Schema = transform.schema(native_schema) if transform else native_schema
         self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(
             self.schema, self._batches()
         )
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         for b in self._native:
-            yield pa.record_batch(b)
+            batch = pa.record_batch(b)
+            if self._transform is not None:
+                batch = self._transform(batch)
+            yield batch
         from walcdc.logset import _warn_skipped
 
         _warn_skipped(self.skipped)
@@ -159,63 +192,21 @@ class ChangeStream:
         return dict(self._native.stats())
 
 
-def _class_oid(value: Union[int, str]) -> Optional[int]:
-    """A class OID in CUBRID's CDC packing from an int or ``volid|pageid|slotid`` text; ``None``
-    for a table name."""
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    parts = text.split("|")
-    if len(parts) == 3 and all(p.strip().lstrip("-").isdigit() for p in parts):
-        vol, page, slot = (int(p) for p in parts)
-        return (page & 0xFFFFFFFF) | ((slot & 0xFFFF) << 32) | ((vol & 0xFFFF) << 48)
-    if "|" in text or not text:
-        raise InvalidArgumentError(f"not a table name or class OID: {value!r}")
-    return None
-
-
-def _split_tables(values):
-    """(class OIDs, names) of a table filter; names are matched with the schemas of the log."""
-    if values is None:
-        return None, None
-    oids, names = [], []
-    for v in values:
-        oid = _class_oid(v)
-        if oid is None:
-            names.append(str(v).strip())
-        else:
-            oids.append(oid)
-    return oids, names
-
-
-def _position(log: LogSet, value, what: str) -> Optional[int]:
-    """An LSA from an LSA (int or 'pageid|offset') or a time (datetime or epoch float)."""
-    import datetime
-
-    if value is None:
-        return None
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            raise InvalidArgumentError(f"{what}: give a timezone-aware datetime")
-        value = value.timestamp()
-    if isinstance(value, float):
-        lsa, _adjusted = log._native.find_lsa(int(value))
-        return lsa
-    return L.coerce(value)
-
-
 def read_changes(
     source: Union[LogSet, str, os.PathLike[str], Sequence[Any]],
     *,
     start=None,
     end=None,
-    tables: Optional[Iterable[Union[int, str]]] = None,
-    exclude_tables: Optional[Iterable[Union[int, str]]] = None,
-    users: Optional[Iterable[str]] = None,
-    ops: Optional[Iterable[str]] = None,
+    tables=None,
+    exclude_tables=None,
+    users=None,
+    ops=None,
     include_trigger: bool = True,
+    include_ddl: str = "matching",
     committed_only: bool = True,
     mode: str = "full",
+    keys: str = "name_then",
+    envelope: Optional[str] = None,
     schema=None,
     cursor: Union[Cursor, str, os.PathLike[str], None] = None,
     on_error: str = "raise",
@@ -223,7 +214,7 @@ def read_changes(
     on_encrypted: str = "raise",
     batch_size: int = 65536,
     decode: bool = True,
-    _keys_by_id: bool = False,
+    redact: bool = True,
 ) -> ChangeStream:
     """Change events of a log set.
 
@@ -234,22 +225,42 @@ def read_changes(
     ``committed_only=False``: the items CUBRID's own CDC API produces, in log order, with
     ``commit``, ``abort`` and ``timer`` marker rows.
 
-    ``start`` / ``end``: LSAs (``"pageid|offset"`` or u64) or times (aware ``datetime`` or epoch
-    seconds as float; time to LSA as CUBRID's ``cdc_find_lsa``). ``cursor``: a :class:`Cursor`
-    (or a path to one saved with :meth:`Cursor.save`) to resume after a previous stream.
-    ``tables`` / ``exclude_tables``: table names (``t`` or ``owner.t``, matched with the schemas
-    learned from the log, partitions under their table) or class OIDs. ``users``: user names.
-    ``ops``: a subset of
+    ``start`` / ``end``: LSAs (``"pageid|offset"`` or u64) or times (aware ``datetime``, epoch
+    seconds as float, or an ISO 8601 string; time to LSA as CUBRID's ``cdc_find_lsa``).
+    ``cursor``: a :class:`Cursor` (or the path of one saved with :meth:`Cursor.save`) to resume
+    after a previous stream.
+
+    ``tables`` / ``exclude_tables``: table names (``t`` or ``owner.t``; a name matches the
+    table it named at any time, so a renamed table is found by its old and new names;
+    partitions count as their table) or class OIDs; a string is one name or a comma-separated
+    list. An unknown name is an :class:`~walcdc.InvalidArgumentError` naming the nearest ones.
+    A table filter keeps the DDL on its tables; ``include_ddl="all"`` keeps the DDL that
+    belongs to no table (serials, users, ...) too. ``users``: user names. ``ops``: a subset of
     ``insert``, ``update``, ``delete``, ``ddl`` (plus ``commit``, ``abort``, ``timer`` markers).
-    ``mode``: which images to build: ``"id"`` (none), ``"before"``, ``"after"``, ``"full"``.
-    ``schema``: schemas of tables created before the log window (a JSON file or dict, format in
-    :mod:`walcdc.schemas`); the log's own class records take precedence.
+    ``mode``: which images to build: ``"id"`` (none; ``key`` still holds the primary key),
+    ``"before"``, ``"after"``, ``"full"``.
+
+    ``keys``: the keys of ``before``/``after`` JSON: ``"name_then"`` (the column names in force
+    when the change happened), ``"name_now"`` (the names at the end of the log: a consumer
+    sees one name per column across RENAME COLUMN) or ``"id"`` (attribute ids, as in
+    :meth:`LogSet.schemas`). ``envelope="debezium"``: events in Debezium's shape (see
+    :mod:`walcdc.envelope`). ``schema``: schemas of tables created before the log window (a
+    JSON file or dict, format in :mod:`walcdc.schemas`); the log's own class records take
+    precedence. Passwords in DDL statements are replaced by ``***`` unless ``redact=False``.
+
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
-    a temporary file. ``decode=False`` leaves ``before``/``after``/``changed_columns`` empty
-    (the raw images stay) for the fastest extraction.
+    a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
+    empty (the raw images stay) for the fastest extraction.
     """
     log = source if isinstance(source, LogSet) else open_log(source)
+    choice("mode", mode, ("id", "before", "after", "full"))
+    choice("keys", keys, KEYS)
+    choice("include_ddl", include_ddl, DDL_SCOPES)
+    choice("on_error", on_error, ("raise", "skip"))
+    choice("on_encrypted", on_encrypted, ("raise", "skip"))
+    if envelope is not None:
+        choice("envelope", envelope, ENVELOPES)
     user_schemas = None
     if schema is not None:
         from walcdc.schemas import load_schema
@@ -258,29 +269,24 @@ def read_changes(
     if cursor is not None and not isinstance(cursor, Cursor):
         cursor = Cursor.load(cursor)
     if cursor is not None and start is not None:
-        raise InvalidArgumentError("give start or cursor, not both")
-    ops_list = None
-    if ops is not None:
-        ops_list = [str(o).lower() for o in ops]
-        bad = [o for o in ops_list if o not in OPS]
-        if bad:
-            raise InvalidArgumentError(f"unknown ops {bad}; choose from {list(OPS)}")
-    table_oids, table_names = _split_tables(list(tables) if tables is not None else None)
-    if tables is not None and not table_names:
-        table_names = None
-    elif tables is not None and not table_oids:
-        table_oids = None
-    exclude_oids, exclude_names = _split_tables(list(exclude_tables or []))
+        raise argument_error("start", "give {} or cursor=, not both")
+    ops_list = parse_ops(ops)
+    table_oids = exclude_oids = None
+    if tables is not None or exclude_tables is not None:
+        index = TableIndex.of(log, user_schemas or ())
+        if tables is not None:
+            table_oids = index.resolve(tables, "tables")
+        if exclude_tables is not None:
+            exclude_oids = index.resolve(exclude_tables, "exclude_tables")
+    user_list = split_list(users)
     native = log._native.changes(
-        start=_position(log, start, "start"),
-        end=_position(log, end, "end"),
-        committed_only=committed_only,
+        start=position(log, start, "start"),
+        end=position(log, end, "end"),
+        committed_only=bool(committed_only),
         mode=mode,
         tables=table_oids,
         exclude_tables=exclude_oids or None,
-        table_names=table_names,
-        exclude_table_names=exclude_names or None,
-        users=list(users) if users is not None else None,
+        users=[str(u) for u in user_list] if user_list is not None else None,
         ops=ops_list,
         include_trigger=include_trigger,
         cursor=(
@@ -301,6 +307,30 @@ def read_changes(
         batch_size=int(batch_size),
         decode=bool(decode),
         user_schemas=user_schemas,
-        keys_by_id=_keys_by_id,
+        keys=keys,
+        include_ddl=include_ddl,
+        redact=bool(redact),
     )
-    return ChangeStream(native)
+    header = log._native.header_info()
+    info = {
+        "committed_only": bool(committed_only),
+        "db_creation": header["db_creation"],
+        "database": header.get("prefix") or _database_name(header),
+        "envelope": envelope,
+    }
+    transform = None
+    if envelope == "debezium":
+        from walcdc.envelope import Debezium
+
+        transform = Debezium(info["database"])
+    return ChangeStream(native, transform, info)
+
+
+def _database_name(header: Dict[str, Any]) -> Optional[str]:
+    """The database name from a volume's file name (``<db>_lgarNNN``) when no active header
+    names it."""
+    for v in header.get("volumes", []):
+        name = v["file"]
+        if "_lg" in name:
+            return name.rsplit("_lg", 1)[0]
+    return None

@@ -1,11 +1,19 @@
 """The ``walcdc`` command line.
 
 ``walcdc inspect PATH`` prints a log set's volumes and page ranges and walks its records to the
-end of the log; ``--stats`` adds per-record-type counts and bytes (like ``pg_waldump --stats``).
+end of the log (``--stats``: per-record-type counts and bytes, like ``pg_waldump --stats``);
+``walcdc extract PATH -o OUT`` writes change events (Parquet, JSON Lines or Arrow; a file, a
+directory of parts, or stdout); ``walcdc schema PATH`` prints the tables the log defines.
+
+Errors are one line on stderr and an exit status (README, "Command line"): 2 for a wrong
+argument, 3 for a log that cannot be read as asked, 4 for a file that cannot be read or
+written, 70 for an internal error; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import sys
 import warnings
 from collections import defaultdict
@@ -17,59 +25,125 @@ import pyarrow.compute as pc
 
 import walcdc
 from walcdc import lsa as L
-from walcdc.errors import LogError
-from walcdc.schemas import CODESETS as _CODESET_IDS
-from walcdc.schemas import TYPE_NAMES as DB_TYPE_NAMES
+from walcdc.errors import (
+    InvalidArgumentError,
+    LogError,
+    LogIOError,
+    OutputError,
+)
+
+#: Exit statuses.
+EXIT_USAGE = 2
+EXIT_LOG = 3
+EXIT_IO = 4
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
 
 
-def _lsa_arg(ctx, param, value: Optional[str]):
-    if value is None:
-        return None
-    try:
-        return L.parse(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from exc
+def _exit_status(exc: LogError) -> int:
+    if isinstance(exc, InvalidArgumentError):
+        return EXIT_USAGE
+    if isinstance(exc, (LogIOError, OutputError)):
+        return EXIT_IO
+    return EXIT_LOG
+
+
+def _fail(text: str, status: int):
+    click.echo(f"walcdc: error: {text}", err=True)
+    sys.exit(status)
+
+
+def _command(fn):
+    """Runs a command body: errors become one line and an exit status (``--debug``: the
+    traceback); warnings become notes."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        ctx = click.get_current_context()
+        debug = bool(ctx.find_root().params.get("debug"))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                return fn(*args, **kwargs)
+            except LogError as exc:
+                if debug:
+                    raise
+                _fail(exc.cli_text(), _exit_status(exc))
+            except OSError as exc:
+                if debug:
+                    raise
+                where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+                _fail(f"{where}{exc.strerror or exc}", EXIT_IO)
+            except KeyboardInterrupt:
+                if debug:
+                    raise
+                _fail("interrupted", EXIT_INTERRUPTED)
+            except (click.ClickException, click.exceptions.Exit, SystemExit):
+                raise
+            except Exception as exc:  # a defect: say so in one line
+                if debug:
+                    raise
+                _fail(
+                    f"internal error: {type(exc).__name__}: {exc} (run with --debug for the "
+                    "traceback, and please report it)",
+                    EXIT_INTERNAL,
+                )
+            finally:
+                for w in seen:
+                    # Skipped encrypted pages are reported by the commands themselves.
+                    if not issubclass(w.category, walcdc.EncryptedPagesSkipped):
+                        click.echo(f"walcdc: note: {w.message}", err=True)
+
+    return run
 
 
 def _fmt(key: Optional[int]) -> str:
     return L.format_lsa(key) if key is not None else "-"
 
 
+def _paths(paths, sample) -> List[str]:
+    if sample:
+        return [str(walcdc.samples.sample_path())]
+    if not paths:
+        raise click.UsageError("give a log directory or volume files, or --sample")
+    return list(paths)
+
+
+def _open(paths: List[str]):
+    return walcdc.open_log(paths if len(paths) > 1 else paths[0])
+
+
 @click.group()
 @click.version_option(walcdc.__version__, prog_name="walcdc")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+def main(debug) -> None:
     """Change data capture for CUBRID, read offline from its write-ahead log volumes."""
+
+
+_on_encrypted = click.option(
+    "--on-encrypted",
+    type=click.Choice(["raise", "skip"]),
+    default="raise",
+    show_default=True,
+    help="At TDE-encrypted pages: fail, or skip them (the skipped pages are reported).",
+)
+_progress = click.option(
+    "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
+)
 
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
-@click.option("--from", "start", callback=_lsa_arg, help="First LSA (pageid|offset).")
-@click.option("--to", "end", callback=_lsa_arg, help="Stop before this LSA (pageid|offset).")
-@click.option(
-    "--on-encrypted",
-    type=click.Choice(["raise", "skip"]),
-    default="skip",
-    show_default=True,
-    help="What to do at TDE-encrypted pages.",
-)
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
+@click.option("--from", "start", help="First record: LSA (pageid|offset) or ISO time.")
+@click.option("--to", "end", help="Stop before this LSA or time.")
+@_on_encrypted
+@_progress
+@_command
 def inspect(paths, sample, stats, start, end, on_encrypted, progress) -> None:
     """Volumes, page ranges and records of a log set (a directory or volume files)."""
-    if sample:
-        paths = (str(walcdc.samples.sample_path()),)
-    if not paths:
-        raise click.UsageError("give a log directory or volume files, or --sample")
-    try:
-        _inspect(list(paths), stats, start, end, on_encrypted, progress)
-    except LogError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-
-
-def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progress) -> None:
-    log = walcdc.open_log(paths if len(paths) > 1 else paths[0])
+    log = _open(_paths(paths, sample))
     info = log._native.header_info()
     click.echo(
         f"log set: {info.get('prefix', '?')}  page size {info['page_size']} B  "
@@ -91,61 +165,39 @@ def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progr
                 f"  {v['file']:<24} archive {v['number']:>4}  pages "
                 f"{v['first_pageid']}..{v['last_pageid']}"
             )
-
-    total_pages = max(info.get("header_append_lsa") or 0, 0) >> 16
-    total_pages = max(total_pages, info.get("nxarv_pageid", 0)) - info["first_pageid"]
-    first_page = (start >> 16) if start is not None else info["first_pageid"]
-    if progress is None:
-        progress = sys.stderr.isatty()
     counts: Dict[str, List[int]] = defaultdict(lambda: [0, 0])
     n = 0
     nbytes = 0
     first = last = None
-    # Skipped encrypted pages are reported below, not as warnings.
-    warnings.simplefilter("ignore", walcdc.EncryptedPagesSkipped)
     reader = log.records(start=start, end=end, on_encrypted=on_encrypted)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=max(total_pages, 1), unit="page", desc="walking", leave=False)
-    done_page = first_page
-    for batch in reader:
-        if batch.num_rows == 0:
-            continue
-        lsas = batch.column("lsa")
-        if first is None:
-            first = lsas[0].as_py()
-        last = lsas[-1].as_py()
-        n += batch.num_rows
-        nbytes += pc.sum(batch.column("size")).as_py()
-        if stats:
-            t = (
-                pa.Table.from_batches([batch])
-                .group_by("type")
-                .aggregate([("size", "sum"), ("size", "count")])
-            )
-            for name, size, count in zip(
-                t.column("type").to_pylist(),
-                t.column("size_sum").to_pylist(),
-                t.column("size_count").to_pylist(),
-            ):
-                counts[name][0] += count
-                counts[name][1] += size
-        if bar is not None:
-            page = last >> 16
-            bar.update(max(0, min(page - done_page, bar.total - bar.n)))
-            done_page = page
-    if bar is not None:
-        bar.close()
+    with _Progress(info, progress, "walking") as bar:
+        for batch in reader:
+            if batch.num_rows == 0:
+                continue
+            lsas = batch.column("lsa")
+            if first is None:
+                first = lsas[0].as_py()
+            last = lsas[-1].as_py()
+            n += batch.num_rows
+            nbytes += pc.sum(batch.column("size")).as_py()
+            if stats:
+                t = (
+                    pa.Table.from_batches([batch])
+                    .group_by("type")
+                    .aggregate([("size", "sum"), ("size", "count")])
+                )
+                for name, size, count in zip(
+                    t.column("type").to_pylist(),
+                    t.column("size_sum").to_pylist(),
+                    t.column("size_count").to_pylist(),
+                ):
+                    counts[name][0] += count
+                    counts[name][1] += size
+            bar.at(last)
     walk = log.last_walk or {}
     click.echo(f"records: {n:,}  ({nbytes:,} bytes of log)  first {_fmt(first)}  last {_fmt(last)}")
     click.echo(f"end: {_fmt(walk.get('end_lsa'))} ({walk.get('end_reason', '?')})")
-    for s in walk.get("skipped", []):
-        click.echo(
-            f"skipped encrypted pages {s['first_pageid']}..{s['last_pageid']} "
-            f"from {_fmt(s['from_lsa'])}, resumed at {_fmt(s['resume_lsa'])}"
-        )
+    _report_skipped(walk.get("skipped", []))
     if stats and n:
         click.echo("")
         click.echo(f"{'type':<32} {'count':>10} {'(%)':>8} {'bytes':>14} {'(%)':>8}")
@@ -158,11 +210,48 @@ def _inspect(paths: List[str], stats: bool, start, end, on_encrypted: str, progr
         click.echo(f"{'total':<32} {n:>10,} {100:>7.2f}% {nbytes:>14,} {100:>7.2f}%")
 
 
-CODESETS = {i: n for n, i in _CODESET_IDS.items() if i in (3, 4, 5)}
+def _report_skipped(skipped) -> None:
+    for s in skipped:
+        click.echo(
+            f"skipped encrypted pages {s['first_pageid']}..{s['last_pageid']} "
+            f"from {_fmt(s['from_lsa'])}, resumed at {_fmt(s['resume_lsa'])}",
+            err=True,
+        )
+
+
+class _Progress:
+    """A page-based progress bar on stderr (tqdm), or nothing."""
+
+    def __init__(self, info, enabled: Optional[bool], desc: str):
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self.bar = None
+        self.done = info["first_pageid"]
+        if enabled:
+            from tqdm import tqdm
+
+            last_page = max((info.get("header_append_lsa") or 0) >> 16, info.get("nxarv_pageid", 0))
+            self.bar = tqdm(
+                total=max(last_page - info["first_pageid"], 1), unit="page", desc=desc, leave=False
+            )
+
+    def at(self, lsa: Optional[int]) -> None:
+        if self.bar is None or lsa is None:
+            return
+        page = lsa >> 16
+        self.bar.update(max(0, min(page - self.done, self.bar.total - self.bar.n)))
+        self.done = max(self.done, page)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _type_text(c) -> str:
-    t = DB_TYPE_NAMES.get(c["type"], f"type#{c['type']}")
+    t = c.get("type_name") or f"type#{c['type']}"
     if t == "NUMERIC":
         t += f"({c['precision']},{c['scale']})"
     elif t in ("CHAR", "NCHAR", "BIT", "VARBIT") or (
@@ -171,16 +260,28 @@ def _type_text(c) -> str:
         t += f"({c['precision']})"
     elif t == "VARCHAR":
         t = "STRING"
-    if (
-        t.startswith(("CHAR", "VARCHAR", "STRING", "NCHAR", "VARNCHAR"))
-        and c["codeset"] in CODESETS
+    if t.startswith(("CHAR", "VARCHAR", "STRING", "NCHAR", "VARNCHAR")) and c.get("charset") in (
+        "iso88591",
+        "euckr",
+        "utf8",
     ):
-        t += f" {CODESETS[c['codeset']]}"
+        t += f" {c['charset']}"
     if c["enum_labels"]:
         t += "(" + ", ".join(repr(x) for x in c["enum_labels"]) + ")"
     if c["set_domains"]:
         t += "(" + ", ".join(_type_text(d) for d in c["set_domains"]) + ")"
     return t
+
+
+def _json_domain(c):
+    """A column for ``schema --json``: type and charset by name as well as by code."""
+    out = dict(c)
+    out["set_domains"] = [_json_domain(d) for d in c.get("set_domains", [])]
+    if "type_name" not in out:
+        from walcdc.schemas import TYPE_NAMES
+
+        out["type_name"] = TYPE_NAMES.get(c["type"])
+    return out
 
 
 @main.command()
@@ -189,27 +290,21 @@ def _type_text(c) -> str:
 @click.option(
     "--all", "show_all", is_flag=True, help="Also system classes and old representations."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (types and charsets by name).")
+@_command
 def schema(paths, sample, show_all, as_json) -> None:
     """Table schemas learned from the log's class records: tables, OIDs, representations,
     columns and types."""
-    import json as _json
-
-    if sample:
-        paths = (str(walcdc.samples.sample_path()),)
-    if not paths:
-        raise click.UsageError("give a log directory or volume files, or --sample")
-    try:
-        log = walcdc.open_log(list(paths) if len(paths) > 1 else paths[0])
-        classes = log.schemas()
-    except LogError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    log = _open(_paths(paths, sample))
+    classes = log.schemas()
     if not show_all:
         # System classes and views (the catalog) have no owner in their name.
         classes = [c for c in classes if not c["flags"] & 1 and "." in c["name"]]
     if as_json:
-        click.echo(_json.dumps(classes, indent=2))
+        for c in classes:
+            for r in c["representations"]:
+                r["columns"] = [_json_domain(col) for col in r["columns"]]
+        click.echo(json.dumps(classes, indent=2))
         return
     for c in classes:
         kind = "view" if c["class_type"] == 1 else "table"
@@ -218,6 +313,8 @@ def schema(paths, sample, show_all, as_json) -> None:
             f"{c['name']}  {kind}  class OID {c['class_oid_text']}  "
             f"representation {c['current_repid']}{state}"
         )
+        if len(c.get("names", [])) > 1:
+            click.echo(f"  earlier names: {', '.join(c['names'][:-1])}")
         reps = sorted(c["representations"], key=lambda r: -r["repid"])
         for r in reps:
             if not r["columns"] or (r["repid"] != c["current_repid"] and not show_all):
@@ -234,34 +331,51 @@ def schema(paths, sample, show_all, as_json) -> None:
             click.echo(f"  older representations: {', '.join(map(str, others))} (--all shows them)")
 
 
-def _position_arg(ctx, param, value: Optional[str]):
-    """An LSA (``pageid|offset``) or a time (ISO 8601; UTC when no zone is given)."""
-    import datetime
-
-    if value is None:
-        return None
-    if "|" in value:
-        return _lsa_arg(ctx, param, value)
-    try:
-        t = datetime.datetime.fromisoformat(value)
-    except ValueError as exc:
-        raise click.BadParameter(f"not an LSA (pageid|offset) or an ISO time: {value!r}") from exc
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=datetime.timezone.utc)
-    return t
-
-
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(), help="Parquet file to write.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    help="A file (format from its suffix: .parquet, .jsonl, .arrow), a directory (one new "
+    "part per run), or - for stdout.",
+)
 @click.option("--sample", is_flag=True, help="Extract from the small real log shipped with walcdc.")
-@click.option("--tables", multiple=True, help="Only these class OIDs (volid|pageid|slotid or int).")
-@click.option("--exclude-tables", multiple=True, help="Not these class OIDs.")
-@click.option("--users", multiple=True, help="Only changes by these users.")
-@click.option("--ops", multiple=True, help="Only these operations (insert, update, delete, ddl).")
-@click.option("--from", "start", callback=_position_arg, help="Start: LSA or ISO time.")
-@click.option("--to", "end", callback=_position_arg, help="End: LSA or ISO time.")
-@click.option("--cursor", "cursor_file", type=click.Path(), help="Resume from, and save, a cursor.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["parquet", "jsonl", "arrow"]), help="Output format."
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace an existing output file (never done otherwise)."
+)
+@click.option(
+    "--tables",
+    multiple=True,
+    help="Only these tables: names (any name the table had; owner.table or table) or class "
+    "OIDs (volid|pageid|slotid), comma-separated or repeated.",
+)
+@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
+@click.option(
+    "--include-ddl",
+    type=click.Choice(["matching", "all"]),
+    default="matching",
+    show_default=True,
+    help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
+)
+@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
+@click.option(
+    "--ops",
+    multiple=True,
+    help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
+)
+@click.option("--from", "start", help="Start: LSA (pageid|offset) or ISO time.")
+@click.option("--to", "end", help="End: LSA or ISO time.")
+@click.option(
+    "--cursor",
+    "cursor_file",
+    type=click.Path(dir_okay=False),
+    help="Resume from the cursor in FILE (if it exists) and save the new one there once the "
+    "output is durable.",
+)
 @click.option("--engine", is_flag=True, help="CUBRID's own CDC stream (uncommitted work too).")
 @click.option(
     "--mode",
@@ -271,15 +385,37 @@ def _position_arg(ctx, param, value: Optional[str]):
     help="Which row images to keep.",
 )
 @click.option(
-    "--on-encrypted", type=click.Choice(["raise", "skip"]), default="raise", show_default=True
+    "--keys",
+    type=click.Choice(["name_then", "name_now", "id"]),
+    default="name_then",
+    show_default=True,
+    help="Keys of before/after: column names when the change happened, at the end of the log, "
+    "or attribute ids.",
 )
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a tty).")
+@click.option(
+    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
+)
+@click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
+@click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
+@click.option(
+    "--on-error",
+    type=click.Choice(["raise", "skip"]),
+    default="raise",
+    show_default=True,
+    help="A row whose images cannot be rebuilt: fail, or keep the event with the reason.",
+)
+@_on_encrypted
+@_progress
+@_command
 def extract(
     paths,
     output,
     sample,
+    fmt,
+    overwrite,
     tables,
     exclude_tables,
+    include_ddl,
     users,
     ops,
     start,
@@ -287,87 +423,96 @@ def extract(
     cursor_file,
     engine,
     mode,
+    keys,
+    envelope,
+    schema_file,
+    no_redact,
+    on_error,
     on_encrypted,
     progress,
 ) -> None:
-    """Writes the change events of a log set to a Parquet file.
+    """Writes the change events of a log set.
 
     With --cursor FILE, the extraction resumes where the cursor in FILE says (if it exists) and
-    the new cursor is written to FILE, atomically, once the output file is on disk.
+    the new cursor is written to FILE, atomically, once the output is durable. Combine it with a
+    directory as output: each run then adds a part named by its first and last commit LSA.
     """
     import os
 
-    import pyarrow.parquet as pq
-
     from walcdc.changes import Cursor
+    from walcdc.sinks import resolve_target, write_stream
 
-    if sample:
-        paths = (str(walcdc.samples.sample_path()),)
-    if not paths:
-        raise click.UsageError("give a log directory or volume files, or --sample")
+    log = _open(_paths(paths, sample))
+    # Check the output before reading anything.
+    target = resolve_target(output, fmt, overwrite)
     cursor = None
     if cursor_file and os.path.exists(cursor_file):
         cursor = Cursor.load(cursor_file)
         if start is not None:
             raise click.UsageError("--from and an existing --cursor file exclude each other")
-    try:
-        log = walcdc.open_log(list(paths) if len(paths) > 1 else paths[0])
-        info = log._native.header_info()
-        stream = walcdc.read_changes(
-            log,
-            start=start,
-            end=end,
-            tables=list(tables) or None,
-            exclude_tables=list(exclude_tables) or None,
-            users=list(users) or None,
-            ops=list(ops) or None,
-            committed_only=not engine,
-            mode=mode,
-            cursor=cursor,
-            on_encrypted=on_encrypted,
-        )
-        if progress is None:
-            progress = sys.stderr.isatty()
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            last_page = max((info.get("header_append_lsa") or 0) >> 16, info.get("nxarv_pageid", 0))
-            bar = tqdm(
-                total=max(last_page - info["first_pageid"], 1),
-                unit="page",
-                desc="extracting",
-                leave=False,
-            )
-        rows = 0
-        tmp = f"{output}.tmp-{os.getpid()}"
-        with pq.ParquetWriter(tmp, stream.schema) as writer:
-            done_page = info["first_pageid"]
-            for batch in stream:
-                writer.write_batch(batch)
-                rows += batch.num_rows
-                if bar is not None and batch.num_rows:
-                    page = batch.column("lsa")[-1].as_py() >> 16
-                    bar.update(max(0, min(page - done_page, bar.total - bar.n)))
-                    done_page = max(done_page, page)
-        if bar is not None:
-            bar.close()
-        # The output is durable before the cursor moves past it.
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, output)
-        if cursor_file:
-            stream.cursor.save(cursor_file)
-    except LogError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    pending = stream.pending
-    click.echo(
-        f"{rows:,} events written to {output}"
-        + (f"; {len(pending)} transaction(s) still open at the end" if pending else "")
+    stream = walcdc.read_changes(
+        log,
+        start=start,
+        end=end,
+        tables=list(tables) or None,
+        exclude_tables=list(exclude_tables) or None,
+        include_ddl=include_ddl,
+        users=list(users) or None,
+        ops=list(ops) or None,
+        committed_only=not engine,
+        mode=mode,
+        keys=keys,
+        envelope=envelope,
+        schema=schema_file,
+        cursor=cursor,
+        on_error=on_error,
+        on_encrypted=on_encrypted,
+        redact=not no_redact,
     )
+    info = log._native.header_info()
+    with _Progress(info, progress, "extracting") as bar:
+        result = write_stream(
+            stream,
+            output,
+            format=target.format,
+            overwrite=overwrite,
+            cursor_file=cursor_file,
+            on_batch=lambda b: bar.at(_last_lsa(b)),
+        )
+    _report_skipped(stream.skipped)
+    where = ", ".join(result.paths) or target.display
+    pending = stream.pending
+    if result.rows == 0 and target.kind == "parts":
+        click.echo("no new events", err=True)
+    else:
+        click.echo(
+            f"{result.rows:,} events written to {where}"
+            + (f"; {len(pending)} transaction(s) still open at the end" if pending else ""),
+            err=True,
+        )
+    _print_summary(result.summary)
     if cursor_file:
-        click.echo(f"cursor saved to {cursor_file}: {stream.cursor.to_json()}")
+        click.echo(f"cursor saved to {cursor_file}", err=True)
+
+
+def _last_lsa(batch) -> Optional[int]:
+    if batch.num_rows == 0 or "lsa" not in batch.schema.names:
+        return None
+    return batch.column("lsa")[-1].as_py()
+
+
+def _print_summary(summary) -> None:
+    if not summary:
+        return
+    ops = ["insert", "update", "delete", "ddl", "c", "u", "d", "t", "commit", "abort", "timer"]
+    present = [o for o in ops if any(k[1] == o for k in summary)]
+    present += sorted({k[1] for k in summary} - set(present))
+    tables = sorted({k[0] for k in summary}, key=lambda t: (t is None, t or ""))
+    width = max(12, *(len(t or "(none)") for t in tables))
+    click.echo(f"{'table':<{width}} " + " ".join(f"{o:>8}" for o in present), err=True)
+    for t in tables:
+        cells = " ".join(f"{summary.get((t, o), 0):>8,}" for o in present)
+        click.echo(f"{t or '(none)':<{width}} {cells}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

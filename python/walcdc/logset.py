@@ -9,7 +9,6 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 import pyarrow as pa
 
 from walcdc import _native
-from walcdc.lsa import coerce
 
 __all__ = ["LogSet", "open_log", "EncryptedPagesSkipped"]
 
@@ -64,7 +63,8 @@ class LogSet:
         batch_size: int = 65536,
     ) -> pa.RecordBatchReader:
         """One row per log record, from ``start`` (default: the first record of the set) up to
-        ``end`` (exclusive; default: the end of the log).
+        ``end`` (exclusive; default: the end of the log). Positions are LSAs or times, as in
+        :func:`walcdc.read_changes`; a start must be where a record starts.
 
         Columns: ``lsa``, ``forw_lsa``, ``back_lsa``, ``prev_tranlsa`` (uint64, order-preserving;
         NULL LSA is null), ``trid``, ``type`` (the engine's record type name), ``rcvindex`` and
@@ -79,8 +79,15 @@ class LogSet:
         the walk must cross a TDE-encrypted page; ``"skip"`` resumes at the first record that
         starts on the next clear page and warns with :class:`EncryptedPagesSkipped`.
         """
+        from walcdc.options import choice, position
+
+        choice("on_encrypted", on_encrypted, ("raise", "skip"))
         it = self._native.records(
-            coerce(start), coerce(end), on_encrypted, bool(payloads), int(batch_size)
+            position(self, start, "start"),
+            position(self, end, "end"),
+            on_encrypted,
+            bool(payloads),
+            int(batch_size),
         )
         schema = pa.schema(it.schema())
         return pa.RecordBatchReader.from_batches(schema, self._batches(it))
@@ -102,7 +109,10 @@ class LogSet:
         ``dropped``, ``subclasses`` (partitions), and every ``representation`` with its
         ``columns`` in storage order (``id``, ``name``, ``def_order``, ``type`` (DB_TYPE id),
         ``precision``, ``scale``, ``codeset``, ``collation``, ``enum_labels``, ``set_domains``,
-        ``primary_key``, ``default``: the value rows written before the column existed take)."""
+        ``primary_key``, ``default``: the value rows written before the column existed take;
+        ``type_name`` and ``charset`` by name). ``names`` lists every name the table had (oldest
+        first). Each representation lists its own column names: the names its columns had while
+        it was current (rows written before a RENAME COLUMN keep the old name there)."""
         import json
 
         out = list(self._native.schemas(on_encrypted))
@@ -116,15 +126,17 @@ class LogSet:
     def min_archive_needed(self, cursor) -> Optional[int]:
         """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`
         or a restart LSA) still needs: archives with smaller numbers can be deleted."""
-        from walcdc.lsa import coerce
+        from walcdc.options import position
 
         restart = getattr(cursor, "restart_lsa", cursor)
-        return self._native.min_archive_needed(coerce(restart))
+        return self._native.min_archive_needed(position(None, restart, "cursor"))
 
     def record(self, lsa: Union[int, str]) -> Dict[str, Any]:
         """Random access: the record at ``lsa`` with its ``undo`` and ``redo`` images (unzipped,
         DIFF rebuilt) and raw ``data_header``."""
-        return dict(self._native.record(coerce(lsa)))
+        from walcdc.options import position
+
+        return dict(self._native.record(position(None, lsa, "lsa")))
 
 
 def _warn_skipped(skipped: List[Dict[str, Any]]) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Tuple, Union
 
+from walcdc.errors import InvalidArgumentError
+
 __all__ = ["make", "split", "parse", "format_lsa", "to_cdc", "from_cdc", "coerce"]
 
 _MASK48 = (1 << 48) - 1
@@ -27,7 +29,7 @@ _MASK48 = (1 << 48) - 1
 def make(pageid: int, offset: int) -> int:
     """The order-preserving u64 of ``(pageid, offset)``."""
     if pageid < 0 or not (0 <= offset < 1 << 15):
-        raise ValueError(f"not a record address: pageid={pageid}, offset={offset}")
+        raise InvalidArgumentError(f"not a record address: pageid={pageid}, offset={offset}")
     return (pageid << 16) | offset
 
 
@@ -41,8 +43,8 @@ def parse(text: str) -> int:
     try:
         p, o = str(text).strip().split("|")
         return make(int(p), int(o))
-    except ValueError as exc:
-        raise ValueError(f"not an LSA (expected pageid|offset): {text!r}") from exc
+    except ValueError:
+        raise InvalidArgumentError(f"not an LSA (expected pageid|offset): {text!r}") from None
 
 
 def format_lsa(key: int) -> str:
@@ -74,6 +76,6 @@ def coerce(value: Union[int, str, Tuple[int, int], None]):
         return make(*value)
     if isinstance(value, int):
         if value < 0:
-            raise ValueError(f"not an LSA: {value}")
+            raise InvalidArgumentError(f"not an LSA: {value}")
         return value
-    raise TypeError(f"not an LSA: {value!r}")
+    raise InvalidArgumentError(f"not an LSA: {value!r}")

@@ -30,99 +30,30 @@ import json
 import os
 from typing import Any, Dict, List, Union
 
+from walcdc import _native, oid
 from walcdc.errors import InvalidArgumentError
 
 __all__ = ["load_schema", "TYPE_IDS", "TYPE_NAMES", "CODESETS"]
 
-#: DB_TYPE ids by the names CUBRID's catalog and DDL use.
-TYPE_IDS = {
-    "INTEGER": 1,
-    "INT": 1,
-    "FLOAT": 2,
-    "REAL": 2,
-    "DOUBLE": 3,
-    "DOUBLE PRECISION": 3,
-    "STRING": 4,
-    "VARCHAR": 4,
-    "CHAR VARYING": 4,
-    "CHARACTER VARYING": 4,
-    "OBJECT": 5,
-    "SET": 6,
-    "MULTISET": 7,
-    "SEQUENCE": 8,
-    "LIST": 8,
-    "TIME": 10,
-    "TIMESTAMP": 11,
-    "DATE": 12,
-    "MONETARY": 13,
-    "SHORT": 18,
-    "SMALLINT": 18,
-    "NUMERIC": 22,
-    "DECIMAL": 22,
-    "BIT": 23,
-    "VARBIT": 24,
-    "BIT VARYING": 24,
-    "CHAR": 25,
-    "CHARACTER": 25,
-    "NCHAR": 26,
-    "VARNCHAR": 27,
-    "NCHAR VARYING": 27,
-    "BIGINT": 31,
-    "DATETIME": 32,
-    "BLOB": 33,
-    "CLOB": 34,
-    "ENUM": 35,
-    "TIMESTAMPTZ": 36,
-    "TIMESTAMPLTZ": 37,
-    "DATETIMETZ": 38,
-    "DATETIMELTZ": 39,
-    "JSON": 40,
-}
-#: The canonical name of each DB_TYPE id.
-TYPE_NAMES = {
-    1: "INTEGER",
-    2: "FLOAT",
-    3: "DOUBLE",
-    4: "VARCHAR",
-    5: "OBJECT",
-    6: "SET",
-    7: "MULTISET",
-    8: "SEQUENCE",
-    10: "TIME",
-    11: "TIMESTAMP",
-    12: "DATE",
-    13: "MONETARY",
-    18: "SMALLINT",
-    20: "OID",
-    22: "NUMERIC",
-    23: "BIT",
-    24: "VARBIT",
-    25: "CHAR",
-    26: "NCHAR",
-    27: "VARNCHAR",
-    31: "BIGINT",
-    32: "DATETIME",
-    33: "BLOB",
-    34: "CLOB",
-    35: "ENUM",
-    36: "TIMESTAMPTZ",
-    37: "TIMESTAMPLTZ",
-    38: "DATETIMETZ",
-    39: "DATETIMELTZ",
-    40: "JSON",
+#: The canonical (catalog) name of each DB_TYPE id (from the Rust core's one type table).
+TYPE_NAMES: Dict[int, str] = {i: name for i, name, _aliases in _native.db_types()}
+#: DB_TYPE ids by every name CUBRID's catalog and DDL use.
+TYPE_IDS: Dict[str, int] = {
+    n: i for i, name, aliases in _native.db_types() for n in (name, *aliases)
 }
 #: INTL_CODESET ids by charset name.
-CODESETS = {"ascii": 0, "binary": 2, "iso88591": 3, "euckr": 4, "utf8": 5}
+CODESETS: Dict[str, int] = {name: i for i, name in _native.codesets()}
 
 
 def _oid(value) -> int:
     if isinstance(value, int):
         return value
-    parts = str(value).strip().split("|")
-    if len(parts) != 3:
-        raise InvalidArgumentError(f"schema: not a class OID (volid|pageid|slotid): {value!r}")
-    vol, page, slot = (int(p) for p in parts)
-    return (page & 0xFFFFFFFF) | ((slot & 0xFFFF) << 32) | ((vol & 0xFFFF) << 48)
+    try:
+        return oid.parse(value)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"schema: not a class OID (volid|pageid|slotid): {value!r}"
+        ) from None
 
 
 def _int(v, default=0) -> int:

@@ -10,8 +10,9 @@ from typing import Any, Dict, Iterator, List
 import pyarrow as pa
 
 from walcdc.changes import ChangeStream, read_changes
-from walcdc.errors import InvalidArgumentError
+from walcdc.errors import argument_error
 from walcdc.logset import LogSet, open_log
+from walcdc.options import TableIndex
 
 __all__ = ["read_table_changes", "arrow_type"]
 
@@ -64,13 +65,14 @@ def _convert(col: Dict[str, Any], v: Any) -> Any:
     if v is None:
         return None
     t = col["type"]
+    if t in (12, 11, 36, 37, 32, 38, 39) and str(v).startswith("0000-"):
+        # CUBRID's zero date/time ('0000-00-00 ...') has no calendar value.
+        return None
     if t in (1, 18, 31, 2, 3):
         return v
     if t == 22:
         return decimal.Decimal(v)
     if t == 12:
-        if v.startswith("0000"):
-            return None
         return datetime.date.fromisoformat(v)
     if t == 10:
         return datetime.time.fromisoformat(v)
@@ -85,25 +87,12 @@ def _convert(col: Dict[str, Any], v: Any) -> Any:
     return str(v)
 
 
-def _find_table(log: LogSet, table: str) -> Dict[str, Any]:
-    want = str(table).strip().lower()
-    found = []
-    for s in log.schemas():
-        name = s["name"].lower()
-        if want in (name, name.rsplit(".", 1)[-1], s["class_oid_text"]):
-            found.append(s)
-    if not found:
-        raise InvalidArgumentError(f"table {table!r} is not among the tables the log defines")
-    if len(found) > 1:
-        names = ", ".join(s["name"] for s in found)
-        raise InvalidArgumentError(f"table {table!r} is ambiguous ({names}): qualify it")
-    return found[0]
-
-
 class _TableStream(ChangeStream):
     """A :class:`~walcdc.ChangeStream` whose ``before`` / ``after`` are typed structs."""
 
-    def __init__(self, native, columns: List[Dict[str, Any]]):
+    def __init__(self, native, columns: List[Dict[str, Any]], info: Dict[str, Any]):
+        self.info = info
+        self._transform = None
         self._columns = columns
         struct = pa.struct([pa.field(c["name"], arrow_type(c)) for c in columns])
         self._struct = struct
@@ -141,24 +130,33 @@ class _TableStream(ChangeStream):
             yield pa.record_batch(cols, schema=self.schema)
 
 
-def read_table_changes(source, table: str, **kwargs) -> ChangeStream:
+def read_table_changes(source, table, **kwargs) -> ChangeStream:
     """Changes of one table, ``before`` and ``after`` as Arrow structs typed with the table's
     current columns (integers, floats, ``decimal128`` for NUMERIC, ``date32``, ``time32``, UTC
     timestamps for TIMESTAMP/LTZ/TZ and DATETIMELTZ/TZ, naive ``timestamp[ms]`` for DATETIME,
     strings for the rest). Rows written under an older representation are mapped by attribute
-    id (so renamed columns keep their values); columns they do not have are null. Other
-    arguments are those of :func:`walcdc.read_changes`.
+    id (so renamed columns keep their values); columns they do not have are null.
+
+    ``table`` is a name (matched as by :func:`walcdc.read_changes`' ``tables=``: any name the
+    table had in the log) or a class OID. Other arguments are those of
+    :func:`walcdc.read_changes`.
 
     >>> import walcdc
     >>> s = walcdc.read_table_changes(walcdc.samples.sample_path(), "t_chg")
     >>> s.read_all().schema.field("after").type.num_fields
     4
     """
+    for arg in ("tables", "exclude_tables", "keys", "envelope"):
+        if arg in kwargs:
+            raise argument_error(arg, "read_table_changes reads one table: {} does not apply")
     log = source if isinstance(source, LogSet) else open_log(source)
-    schema = _find_table(log, table)
+    user_schemas = None
+    if kwargs.get("schema") is not None:
+        from walcdc.schemas import load_schema
+
+        user_schemas = load_schema(kwargs["schema"])
+    class_oid, schema = TableIndex.of(log, user_schemas or ()).one(table, "table")
     current = next(r for r in schema["representations"] if r["repid"] == schema["current_repid"])
     columns = sorted(current["columns"], key=lambda c: c["def_order"])
-    if "tables" in kwargs or "exclude_tables" in kwargs:
-        raise InvalidArgumentError("read_table_changes reads one table: no tables= filter")
-    stream = read_changes(log, tables=[schema["class_oid"]], _keys_by_id=True, **kwargs)
-    return _TableStream(stream._native, columns)
+    stream = read_changes(log, tables=[class_oid], keys="id", **kwargs)
+    return _TableStream(stream._native, columns, stream.info)

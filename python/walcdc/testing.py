@@ -22,6 +22,7 @@ import os
 from typing import Any, Dict, Optional, Union
 
 from walcdc import _native
+from walcdc import oid as _oid
 
 __all__ = ["LogWriter", "RECORD_TYPES", "type_number"]
 
@@ -147,14 +148,20 @@ SYSOP_END_ABORT = 1
 
 def cdc_oid(volid: int, pageid: int, slotid: int) -> int:
     """An OID in CUBRID's CDC API packing (the form of ``class_oid`` / ``row_oid``)."""
-    return (pageid & 0xFFFFFFFF) | ((slotid & 0xFFFF) << 32) | ((volid & 0xFFFF) << 48)
+    return _oid.pack(volid, pageid, slotid)
+
+
+def _oid_bytes(packed: int, order: str) -> bytes:
+    vol, page, slot = _oid.unpack(packed)
+    return (
+        (page & 0xFFFFFFFF).to_bytes(4, order)
+        + (slot & 0xFFFF).to_bytes(2, order)
+        + (vol & 0xFFFF).to_bytes(2, order)
+    )
 
 
 def _native_oid(oid: int) -> bytes:
-    page = oid & 0xFFFFFFFF
-    slot = (oid >> 32) & 0xFFFF
-    vol = (oid >> 48) & 0xFFFF
-    return page.to_bytes(4, "little") + slot.to_bytes(2, "little") + vol.to_bytes(2, "little")
+    return _oid_bytes(oid, "little")
 
 
 def _raw_lsa(key: int) -> bytes:
@@ -486,16 +493,14 @@ class Table:
 
 def _class_slot(class_oid: int):
     """(page, slot) of a class record: the class OID is its record's OID (volume 0)."""
-    if (class_oid >> 48) & 0xFFFF:
+    vol, page, slot = _oid.unpack(class_oid)
+    if vol:
         raise ValueError("class records are written on volume 0")
-    return class_oid & 0xFFFFFFFF, (class_oid >> 32) & 0xFFFF
+    return page, slot
 
 
 def _packed_oid(oid: int) -> bytes:
-    page = oid & 0xFFFFFFFF
-    slot = (oid >> 32) & 0xFFFF
-    vol = (oid >> 48) & 0xFFFF
-    return page.to_bytes(4, "big") + slot.to_bytes(2, "big") + vol.to_bytes(2, "big")
+    return _oid_bytes(oid, "big")
 
 
 def _ddl(self: Transaction, ddl_type: int, class_oid: int, statement: str) -> int:

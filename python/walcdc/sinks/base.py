@@ -1,0 +1,333 @@
+"""Targets, the sink interface, and the durable write-then-save-cursor loop."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Dict, List, Optional, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from walcdc import lsa as L
+from walcdc.errors import OutputError, argument_error
+
+__all__ = ["FORMATS", "SUFFIXES", "Sink", "Target", "WriteResult", "resolve_target", "write_stream"]
+
+#: Output formats.
+FORMATS = ("parquet", "jsonl", "arrow")
+#: The format each file name suffix means.
+SUFFIXES = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".arrow": "arrow",
+    ".arrows": "arrow",
+    ".ipc": "arrow",
+}
+#: Paths that name an open descriptor of the process.
+_DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")
+#: The suffix of a part file of each format.
+PART_SUFFIX = {"parquet": ".parquet", "jsonl": ".jsonl", "arrow": ".arrows"}
+
+
+@dataclass
+class Target:
+    """Where a run writes. ``kind``: ``"file"`` (a regular file, replaced atomically),
+    ``"parts"`` (a directory that gets one new file per run), ``"stream"`` (stdout, a FIFO or a
+    device, written through)."""
+
+    kind: str
+    format: str
+    #: The file to publish (``file``), the directory (``parts``), or the path to open
+    #: (``stream``; ``None`` for stdout).
+    path: Optional[str]
+    #: What the caller gave.
+    display: str
+
+
+def _error(text: str) -> OutputError:
+    return argument_error("output", text, OutputError)
+
+
+def _format_of(path: str, given: Optional[str], default: Optional[str]) -> str:
+    if given is not None and given not in FORMATS:
+        raise argument_error(
+            "format", f"{{}} must be one of {', '.join(FORMATS)}, not {given!r}", OutputError
+        )
+    suffix = os.path.splitext(path)[1].lower()
+    implied = SUFFIXES.get(suffix)
+    if given and implied and given != implied:
+        raise argument_error(
+            "format", f"{{}} says {given} but the file name {path!r} says {implied}", OutputError
+        )
+    fmt = given or implied or default
+    if fmt is None:
+        known = ", ".join(sorted(SUFFIXES))
+        raise argument_error(
+            "format",
+            f"cannot tell the format of {path!r} from its name ({known}): give {{}}",
+            OutputError,
+        )
+    return fmt
+
+
+def resolve_target(output, format: Optional[str] = None, overwrite: bool = False) -> Target:
+    """What ``output`` means: ``"-"`` is stdout; an existing directory (or a path ending in
+    ``/``) gets a new part file per run; an existing FIFO or device (``/dev/stdout``) is written
+    through; a symlink is followed (the link stays); anything else is a file, which must not
+    exist unless ``overwrite``. The format follows ``format`` or the file name's suffix
+    (:data:`SUFFIXES`); parts default to Parquet, streams to JSON Lines."""
+    text = os.fspath(output)
+    if text == "-":
+        return Target("stream", _format_of("", format, "jsonl"), None, "stdout")
+    if text.startswith(_DESCRIPTOR_PATHS):
+        # The process's own descriptors (/dev/stdout, ...): written through even when they
+        # are redirected to a regular file, which must not be replaced behind the shell's back.
+        return Target("stream", _format_of(text, format, "jsonl"), text, text)
+    real = os.path.realpath(text)
+    if text.endswith(os.sep) or os.path.isdir(real):
+        if not os.path.isdir(real):
+            raise _error(f"{{}}: the directory {text} does not exist")
+        return Target("parts", _format_of("", format, "parquet"), real, text)
+    try:
+        st = os.stat(text)  # follows symlinks
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _error(f"{{}}: cannot use {text}: {exc.strerror}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return Target("stream", _format_of(text, format, "jsonl"), text, text)
+    parent = os.path.dirname(real) or "."
+    if not os.path.isdir(parent):
+        raise _error(f"{{}}: the directory {os.path.dirname(text) or '.'} does not exist")
+    fmt = _format_of(text, format, None)
+    if st is not None and not overwrite:
+        raise argument_error(
+            "overwrite",
+            f"{text} exists: pass {{}} to replace it, or write to a directory to add one part "
+            "per run",
+            OutputError,
+        )
+    return Target("file", fmt, real, text)
+
+
+class Sink:
+    """One output file of a format: :meth:`write` batches, then :meth:`finish` (footers,
+    metadata). Durability and publication belong to :func:`write_stream`."""
+
+    def __init__(self, out: IO[bytes], schema: pa.Schema, metadata: Dict[str, str]):
+        self.out = out
+        self.schema = schema
+        self.metadata = metadata
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        raise NotImplementedError
+
+    def finish(self, metadata: Dict[str, str]) -> None:
+        """Completes the file; ``metadata`` holds what is known only at the end."""
+
+    def abort(self) -> None:
+        """Releases the format's writer after a failure (the file is then discarded)."""
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the file is being thrown away
+                pass
+
+
+@dataclass
+class WriteResult:
+    rows: int = 0
+    #: Files published (none for a stream, or for a run with nothing new in parts mode).
+    paths: List[str] = field(default_factory=list)
+    #: Events per (table, op).
+    summary: Dict[Tuple[Optional[str], str], int] = field(default_factory=dict)
+    first_lsa: Optional[int] = None
+    last_lsa: Optional[int] = None
+    cursor: Any = None
+
+
+def _positions(batch: pa.RecordBatch, committed: bool) -> Tuple[Optional[int], Optional[int]]:
+    """The first and last commit LSA (committed stream) or event LSA in a batch."""
+    if batch.num_rows == 0:
+        return None, None
+    names = batch.schema.names
+    if "commit_lsa" in names or "lsa" in names:
+        col = batch.column("commit_lsa" if committed and "commit_lsa" in names else "lsa")
+        values = col.drop_null()
+        if len(values) == 0:
+            return None, None
+        return values[0].as_py(), values[-1].as_py()
+    if "source" in names:  # Debezium: LSAs as text in source
+        src = batch.column("source")
+        col = pc.struct_field(src, "commit_lsa" if committed else "lsa").drop_null()
+        if len(col) == 0:
+            return None, None
+        return L.parse(col[0].as_py()), L.parse(col[-1].as_py())
+    return None, None
+
+
+def _count(batch: pa.RecordBatch, summary: Counter) -> None:
+    names = batch.schema.names
+    if batch.num_rows == 0 or "op" not in names:
+        return
+    if "table" in names:
+        table = batch.column("table")
+    elif "source" in names:
+        table = pc.struct_field(batch.column("source"), "table")
+    else:
+        table = pa.nulls(batch.num_rows, pa.string())
+    t = pa.table({"table": table, "op": pc.cast(batch.column("op"), pa.string())})
+    grouped = t.group_by(["table", "op"]).aggregate([("op", "count")])
+    for tab, op, n in zip(
+        grouped.column("table").to_pylist(),
+        grouped.column("op").to_pylist(),
+        grouped.column("op_count").to_pylist(),
+    ):
+        summary[(tab, op)] += n
+
+
+def _part_name(first: int, last: int, fmt: str) -> str:
+    def text(k: int) -> str:
+        page, offset = L.split(k)
+        return f"{page:012d}_{offset:05d}"
+
+    return f"part-{text(first)}-{text(last)}{PART_SUFFIX[fmt]}"
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sink_class(fmt: str):
+    from walcdc.sinks.files import ArrowSink, JsonLinesSink, ParquetSink
+
+    return {"parquet": ParquetSink, "jsonl": JsonLinesSink, "arrow": ArrowSink}[fmt]
+
+
+def write_stream(
+    stream,
+    output,
+    *,
+    format: Optional[str] = None,
+    overwrite: bool = False,
+    cursor_file=None,
+    on_batch: Optional[Callable[[pa.RecordBatch], None]] = None,
+) -> WriteResult:
+    """Writes every batch of ``stream`` (a :class:`walcdc.ChangeStream`) to ``output`` (see
+    :func:`resolve_target`), makes it durable, and only then saves the stream's cursor to
+    ``cursor_file`` (when given). On any failure the temporary output is removed and the cursor
+    is left as it was."""
+    target = resolve_target(output, format, overwrite)
+    info = dict(getattr(stream, "info", {}) or {})
+    committed = info.get("committed_only", True)
+    from walcdc import __version__
+
+    metadata = {
+        "walcdc.version": __version__,
+        "walcdc.database": str(info.get("database") or ""),
+        "walcdc.db_creation": str(info.get("db_creation", "")),
+        "walcdc.stream": "committed" if committed else "engine",
+        "walcdc.envelope": str(info.get("envelope") or "none"),
+    }
+    result = WriteResult()
+    summary: Counter = Counter()
+    tmp_path: Optional[str] = None
+    out: IO[bytes]
+    if target.kind == "stream":
+        out = sys.stdout.buffer if target.path is None else open(target.path, "wb")  # noqa: SIM115
+    else:
+        directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
+        try:
+            fd, tmp_path = tempfile.mkstemp(prefix=".walcdc-", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
+        out = os.fdopen(fd, "wb")
+    published = False
+    sink: Optional[Sink] = None
+    try:
+        sink = _sink_class(target.format)(out, stream.schema, metadata)
+        for batch in stream:
+            first, last = _positions(batch, committed)
+            if result.first_lsa is None:
+                result.first_lsa = first
+            if last is not None:
+                result.last_lsa = last
+            result.rows += batch.num_rows
+            _count(batch, summary)
+            sink.write(batch)
+            if on_batch is not None:
+                on_batch(batch)
+        result.cursor = stream.cursor
+        end_meta = {
+            "walcdc.events": str(result.rows),
+            "walcdc.first_lsa": L.format_lsa(result.first_lsa) if result.first_lsa else "",
+            "walcdc.last_lsa": L.format_lsa(result.last_lsa) if result.last_lsa else "",
+            "walcdc.cursor": result.cursor.to_json(),
+        }
+        sink.finish(end_meta)
+        out.flush()
+        if tmp_path is not None:
+            os.fsync(out.fileno())
+            out.close()
+            if target.kind == "parts":
+                if result.rows == 0 or result.first_lsa is None:
+                    os.unlink(tmp_path)
+                    tmp_path = None
+                else:
+                    final = os.path.join(
+                        target.path, _part_name(result.first_lsa, result.last_lsa, target.format)
+                    )
+                    if os.path.exists(final):
+                        raise _error(f"{{}}: {final} exists already (the same events twice?)")
+                    os.replace(tmp_path, final)
+                    tmp_path = None
+                    result.paths.append(final)
+                    _fsync_dir(target.path)
+            else:
+                os.replace(tmp_path, target.path)
+                tmp_path = None
+                result.paths.append(target.path)
+                _fsync_dir(os.path.dirname(target.path))
+        else:
+            try:
+                os.fsync(out.fileno())
+            except (OSError, ValueError, AttributeError):
+                pass  # pipes and terminals cannot be synced
+        published = True
+    finally:
+        if not published and sink is not None:
+            sink.abort()
+        if tmp_path is not None:
+            try:
+                out.close()
+            except OSError:
+                pass
+            try:
+                os.unlink(tmp_path)
+            except OSError:
+                pass
+        elif target.kind == "stream" and target.path is not None:
+            out.close()
+    if published and cursor_file is not None:
+        # The output is durable: now the cursor may move past it.
+        result.cursor.save(cursor_file)
+    result.summary = dict(summary)
+    return result

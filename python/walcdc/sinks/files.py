@@ -1,0 +1,79 @@
+"""The file formats: Parquet (with walcdc's key/value metadata), JSON Lines (one event per
+line, JSON columns as JSON, LSAs also as ``pageid|offset`` text), Arrow IPC stream."""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from walcdc import _native
+from walcdc.envelope import lsa_text
+from walcdc.sinks.base import Sink
+
+__all__ = ["ParquetSink", "JsonLinesSink", "ArrowSink"]
+
+
+class ParquetSink(Sink):
+    """A Parquet file; its key/value metadata says where the events came from (database,
+    ``db_creation``, stream kind, first/last LSA, the cursor after them, walcdc's version)."""
+
+    def __init__(self, out, schema, metadata):
+        super().__init__(out, schema, metadata)
+        self._writer = pq.ParquetWriter(out, schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def finish(self, metadata: Dict[str, str]) -> None:
+        self._writer.add_key_value_metadata({**self.metadata, **metadata})
+        self._writer.close()
+
+
+def _json_columns(schema: pa.Schema) -> List[str]:
+    return [f.name for f in schema if f.metadata and f.metadata.get(b"walcdc.json") == b"true"]
+
+
+class JsonLinesSink(Sink):
+    """One JSON object per event and line. Columns holding JSON (``before``, ``after``,
+    ``key``) are embedded as JSON; LSA columns get a ``*_text`` twin (``pageid|offset``)."""
+
+    _LSA_COLUMNS = ("lsa", "commit_lsa")
+
+    def __init__(self, out, schema, metadata):
+        super().__init__(out, schema, metadata)
+        self._raw = _json_columns(schema)
+
+    def _with_text(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        names = batch.schema.names
+        if not any(c in names for c in self._LSA_COLUMNS):
+            return batch
+        cols, fields = [], []
+        for f, col in zip(batch.schema, batch.columns):
+            cols.append(col)
+            fields.append(f)
+            if f.name in self._LSA_COLUMNS:
+                cols.append(lsa_text(col))
+                fields.append(pa.field(f"{f.name}_text", pa.string()))
+        return pa.record_batch(cols, schema=pa.schema(fields))
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows:
+            self.out.write(_native.encode_jsonl(self._with_text(batch), self._raw))
+
+
+class ArrowSink(Sink):
+    """An Arrow IPC stream (``pyarrow.ipc.open_stream`` reads it)."""
+
+    def __init__(self, out, schema, metadata):
+        super().__init__(out, schema, metadata)
+        meta = {**(schema.metadata or {}), **{k.encode(): v.encode() for k, v in metadata.items()}}
+        self._writer = ipc.new_stream(out, schema.with_metadata(meta))
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+
+    def finish(self, metadata: Dict[str, str]) -> None:
+        self._writer.close()
