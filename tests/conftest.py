@@ -27,14 +27,18 @@ CACHE = Path(
 ALL_FIXTURES = ["p4k", "p16k", "crash", "tde", "breadth", "nosupp", "v11_2"]
 
 
-def fixture_dir(name: str) -> Path:
-    """The fixture's log volumes, decompressed into the cache directory (once)."""
-    src = FIXTURES / name / "log"
-    if not src.is_dir():
+def _require(path: Path, name: str) -> None:
+    if not path.is_dir():
         # In CI the fixtures must be there: a skipped comparison would hide a defect.
         if os.environ.get("CI"):
             pytest.fail(f"fixture {name} not found under {FIXTURES}")
         pytest.skip(f"fixture {name} not found under {FIXTURES}")
+
+
+def fixture_dir(name: str) -> Path:
+    """The fixture's log volumes, decompressed into the cache directory (once)."""
+    src = FIXTURES / name / "log"
+    _require(src, name)
     out = CACHE / name
     out.mkdir(parents=True, exist_ok=True)
     for xz in sorted(src.glob("*.xz")):
@@ -48,7 +52,10 @@ def fixture_dir(name: str) -> Path:
 
 
 def ground_truth(name: str) -> Path:
-    return FIXTURES / name / "ground_truth"
+    """The engine's own output for a fixture (skips, or fails in CI, when it is absent)."""
+    path = FIXTURES / name / "ground_truth"
+    _require(path, name)
+    return path
 
 
 def shipped_end(name: str) -> int:

@@ -36,12 +36,17 @@ def _no_seq(rows):
 
 
 def test_filters_are_subsets_of_the_full_stream(p4k, p4k_all):
-    t_types = walcdc.changes._class_oid(T_TYPES)
+    t_types = walcdc.oid.parse(T_TYPES)
     only = walcdc.read_changes(p4k, tables=[T_TYPES]).read_all().to_pylist()
-    # As in CUBRID's CDC, DDL that names no class (serials) passes a table filter.
-    keep = [e for e in p4k_all if e["class_oid"] in (t_types, None)]
+    # A table filter keeps that table's events only (its DDL included)...
+    keep = [e for e in p4k_all if e["class_oid"] == t_types]
     assert only and _no_seq(only) == _no_seq(keep)
-    assert any(e["class_oid"] == t_types for e in only)
+    assert any(e["op"] == "ddl" for e in only)
+    # ... and DDL that belongs to no table (serials) only when asked.
+    with_all = walcdc.read_changes(p4k, tables=[T_TYPES], include_ddl="all").read_all()
+    keep_all = [e for e in p4k_all if e["class_oid"] in (t_types, None)]
+    assert _no_seq(with_all.to_pylist()) == _no_seq(keep_all)
+    assert len(keep_all) > len(keep)
     without = walcdc.read_changes(p4k, exclude_tables=[t_types]).read_all().to_pylist()
     assert _no_seq(without) == _no_seq([e for e in p4k_all if e["class_oid"] != t_types])
     deletes = walcdc.read_changes(p4k, ops=["delete"]).read_all().to_pylist()
@@ -168,11 +173,12 @@ def test_cli_errors_are_clean(tmp_path):
     bad = tmp_path / "x_lgat"
     bad.write_bytes(b"\\0" * 100)
     r = CliRunner().invoke(main, ["inspect", str(bad)])
-    assert r.exit_code == 2 and "error:" in r.output
+    # README, "Command line": 3 = the log cannot be read as asked.
+    assert r.exit_code == 3 and "error:" in r.output
     shutil.copy(fixture_dir("nosupp") / "nosupp_lgat", tmp_path / "nosupp_lgat")
     bad.unlink()
     r = CliRunner().invoke(main, ["extract", str(tmp_path), "-o", str(tmp_path / "o.parquet")])
-    assert r.exit_code == 2 and "supplemental_log=1" in r.output
+    assert r.exit_code == 3 and "supplemental_log=1" in r.output
 
 
 def test_table_names_filter(p4k, p4k_all):

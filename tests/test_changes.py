@@ -83,8 +83,8 @@ def event_key(e):
             "ddl",
             e["ddl_type"],
             e["object_type"],
-            e["class_oid"] or NULL_CLASS,
-            e["object_oid"],
+            e["class_oid"] if e["class_oid"] is not None else NULL_CLASS,
+            e["object_oid"] if e["object_oid"] is not None else NULL_CLASS,
             e["statement"],
             e["user"],
         )

@@ -103,7 +103,7 @@ def replay(name):
         names[s["class_oid"]] = {str(c["id"]): c["name"] for c in cols}
     rows = {}
     # Rows keyed by attribute id, so that renamed columns map to today's names.
-    for batch in walcdc.read_changes(log, mode="full", _keys_by_id=True):
+    for batch in walcdc.read_changes(log, mode="full", keys="id"):
         for e in batch.to_pylist():
             if e["op"] == "ddl" and e["ddl_type"] == 4:
                 # TRUNCATE deletes the rows without logging each delete: the DDL event says so.

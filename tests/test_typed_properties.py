@@ -166,11 +166,11 @@ def value_strategy(col):
         alphabet = {3: LATIN1, 4: string.ascii_letters + " " + HANGUL}.get(col["codeset"])
         chars = st.sampled_from(alphabet) if alphabet else st.characters(codec="utf-8")
         text = st.text(chars, max_size=p).map(lambda s: s.ljust(p))
-        return text if t == "CHAR" else text.map(lambda s: f"N'{s}'")
+        return text
     if t in ("VARCHAR", "VARNCHAR"):
         alphabet = {3: LATIN1, 4: string.ascii_letters + " " + HANGUL}.get(col["codeset"], "")
         text = varchar_value(p, alphabet)
-        return text if t == "VARCHAR" else text.map(lambda s: f"N'{s}'")
+        return text
     if t == "OBJECT":
         return st.tuples(
             st.integers(0, 2**15 - 1), st.integers(-1, 2**31 - 1), st.integers(-1, 2**15 - 1)

@@ -1,0 +1,586 @@
+"""Everyday use: table filters, outputs, errors, envelopes, redaction and column identity,
+checked as a user meets them (the Python API and the ``walcdc`` command line).
+
+Most tests run on the bundled sample (the ``breadth`` fixture's log); those about table renames,
+table-less DDL and cursors use ``p4k``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import walcdc
+from conftest import REPO, fixture_dir
+from walcdc import lsa as L
+from walcdc.cli import main
+
+SAMPLE = str(walcdc.samples.sample_path())
+
+
+def cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def run_cli(*args, **kw):
+    """The CLI in its own process (for stdout and /dev/stdout, which CliRunner replaces)."""
+    return subprocess.run(
+        [sys.executable, "-m", "walcdc.cli", *map(str, args)],
+        capture_output=True,
+        timeout=300,
+        check=False,
+        **kw,
+    )
+
+
+def assert_one_line_error(r, status):
+    """A failed CLI run: the given status, one ``walcdc: error:`` line, no traceback."""
+    assert r.exit_code == status, (r.exit_code, r.output)
+    assert "Traceback" not in r.output
+    # Ours, or click's own for a flag it checks (a usage line, then the error).
+    lines = [x for x in r.stderr.splitlines() if x.startswith(("walcdc: error:", "Error:"))]
+    assert len(lines) == 1, r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    return lines[0]
+
+
+def plain(rows):
+    """Events without the columns that are the same for equal events anyway."""
+    return [{k: v for k, v in r.items() if k != "file"} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def sample_all():
+    return walcdc.read_changes(SAMPLE).read_all().to_pylist()
+
+
+@pytest.fixture(scope="module")
+def p4k():
+    return walcdc.open_log(fixture_dir("p4k"))
+
+
+@pytest.fixture(scope="module")
+def p4k_all(p4k):
+    return walcdc.read_changes(p4k).read_all().to_pylist()
+
+
+# --- 1. Table filters -----------------------------------------------------------------------
+
+
+def test_unknown_table_is_an_error_with_near_matches(p4k):
+    with pytest.raises(walcdc.InvalidArgumentError, match="nosuchtable") as exc:
+        walcdc.read_changes(p4k, tables=["nosuchtable"])
+    assert "tables=" in str(exc.value)
+    with pytest.raises(walcdc.InvalidArgumentError, match="t_types"):
+        walcdc.read_changes(p4k, tables="t_typse")
+    with pytest.raises(walcdc.InvalidArgumentError, match="t_typse"):
+        walcdc.read_table_changes(p4k, "t_typse")
+    r = cli("extract", fixture_dir("p4k"), "-o", "-", "--tables", "nosuchtable")
+    line = assert_one_line_error(r, 2)
+    assert "--tables" in line and "nosuchtable" in line and r.stdout == ""
+
+
+def test_a_string_is_one_name_and_commas_separate_names(p4k):
+    one = walcdc.read_changes(p4k, tables="t_types").read_all()
+    assert one == walcdc.read_changes(p4k, tables=["t_types"]).read_all()
+    assert set(one.column("table").to_pylist()) == {"dba.t_types"}
+    both = walcdc.read_changes(p4k, tables="t_types,t_nopk").read_all()
+    assert both == walcdc.read_changes(p4k, tables=["t_types", "t_nopk"]).read_all()
+    assert set(both.column("table").to_pylist()) == {"dba.t_types", "dba.t_nopk"}
+
+
+def test_table_filters_keep_table_less_ddl_only_when_asked(p4k, p4k_all):
+    tableless = [e for e in p4k_all if e["op"] == "ddl" and e["class_oid"] is None]
+    assert len(tableless) > 100  # CREATE SERIAL, SERIAL_NEXT_VALUE, ...
+    rows = walcdc.read_changes(p4k, tables="t_types").read_all().to_pylist()
+    assert all(e["table"] == "dba.t_types" for e in rows)
+    assert any(e["op"] == "ddl" for e in rows)  # DDL on the table itself is kept
+    rows = walcdc.read_changes(p4k, tables="t_types", include_ddl="all").read_all().to_pylist()
+    assert sorted(e["lsa"] for e in rows if e["class_oid"] is None) == sorted(
+        e["lsa"] for e in tableless
+    )
+    with pytest.raises(walcdc.InvalidArgumentError, match="include_ddl="):
+        walcdc.read_changes(p4k, tables="t_types", include_ddl="some")
+
+
+def test_a_renamed_table_is_found_by_either_name_in_every_api(p4k, p4k_all):
+    old = walcdc.read_changes(p4k, tables="t_old_name").read_all().to_pylist()
+    new = walcdc.read_changes(p4k, tables="t_new_name").read_all().to_pylist()
+    assert old == new
+    assert {e["table"] for e in new if e["op"] != "ddl"} >= {"dba.t_old_name", "dba.t_new_name"}
+    # Everything of that class, before and after the rename.
+    oid = next(e["class_oid"] for e in new if e["table"] == "dba.t_new_name")
+    assert [e["lsa"] for e in new] == [e["lsa"] for e in p4k_all if e["class_oid"] == oid]
+    dml = [e["lsa"] for e in new if e["op"] in ("insert", "update", "delete")]
+    for name in ("t_old_name", "t_new_name", "dba.T_NEW_NAME"):
+        typed = walcdc.read_table_changes(p4k, name).read_all()
+        typed_dml = [
+            x["lsa"] for x in typed.to_pylist() if x["op"] in ("insert", "update", "delete")
+        ]
+        assert typed_dml == dml
+    out = cli(
+        "extract", fixture_dir("p4k"), "-o", "-", "--format", "jsonl", "--tables", "t_old_name"
+    )
+    assert out.exit_code == 0, out.output
+    assert [json.loads(x)["lsa"] for x in out.stdout.splitlines()] == [e["lsa"] for e in new]
+
+
+def test_cli_tables_and_ops_take_comma_lists(tmp_path, sample_all):
+    r = cli(
+        "extract",
+        "--sample",
+        "-o",
+        tmp_path / "x.jsonl",
+        "--tables",
+        "t_chg,t_ko",
+        "--ops",
+        "insert,update",
+    )
+    assert r.exit_code == 0, r.output
+    got = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    want = [
+        e
+        for e in sample_all
+        if e["table"] in ("dba.t_chg", "dba.t_ko") and e["op"] in ("insert", "update")
+    ]
+    assert [g["lsa"] for g in got] == [e["lsa"] for e in want] and len(want) > 20
+    r = cli("extract", "--sample", "-o", "-", "--ops", "insert,upsert")
+    assert "upsert" in assert_one_line_error(r, 2)
+
+
+# --- 2. Outputs -----------------------------------------------------------------------------
+
+
+def test_cursor_runs_never_clobber_earlier_output(tmp_path, p4k_all):
+    d = fixture_dir("p4k")
+    cur = tmp_path / "c.json"
+    same = tmp_path / "same.parquet"
+    r = cli("extract", d, "-o", same, "--cursor", cur, "--to", "7761|2296")
+    assert r.exit_code == 0, r.output
+    first = pq.read_table(same)
+    assert first.num_rows > 0
+    before = cur.read_text()
+    # The second run into the same file is refused: the first run's rows stay, and so does
+    # the cursor.
+    r = cli("extract", d, "-o", same, "--cursor", cur)
+    line = assert_one_line_error(r, 4)
+    assert "--overwrite" in line and "directory" in line
+    assert pq.read_table(same) == first and cur.read_text() == before
+
+    # A directory gets one part per run; together they are the whole stream.
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    cur2 = tmp_path / "c2.json"
+    for extra in (["--to", "7761|2296"], [], []):
+        r = cli("extract", d, "-o", parts, "--cursor", cur2, *extra)
+        assert r.exit_code == 0, r.output
+    names = sorted(os.listdir(parts))
+    assert len(names) == 2 and all(n.startswith("part-") for n in names), names
+    assert "no new events" in r.stderr
+    rows = []
+    for n in names:
+        rows += pq.read_table(parts / n).to_pylist()
+    assert plain(rows) == plain(p4k_all)
+    # Part names are the first and last commit LSA of their events.
+    first_rows = pq.read_table(parts / names[0]).to_pylist()
+    page, off = L.split(first_rows[0]["commit_lsa"])
+    assert names[0].startswith(f"part-{page:012d}_{off:05d}-")
+
+
+def test_format_follows_the_suffix_or_the_flag(tmp_path, sample_all):
+    r = cli("extract", "--sample", "-o", tmp_path / "x.jsonl")
+    assert r.exit_code == 0, r.output
+    lines = (tmp_path / "x.jsonl").read_text().splitlines()
+    events = [json.loads(x) for x in lines]
+    assert [e["lsa"] for e in events] == [e["lsa"] for e in sample_all]
+    for e, want in zip(events, sample_all):
+        # JSON columns are JSON, LSAs come with their text form.
+        for side in ("before", "after", "key"):
+            assert e[side] == (json.loads(want[side]) if want[side] is not None else None)
+        assert e["lsa_text"] == L.format_lsa(want["lsa"])
+    r = cli("extract", "--sample", "-o", tmp_path / "x.arrows", "--format", "arrow")
+    assert r.exit_code == 0, r.output
+    t = ipc.open_stream(pa.memory_map(str(tmp_path / "x.arrows"))).read_all()
+    assert t.to_pylist() == sample_all
+    r = cli("extract", "--sample", "-o", tmp_path / "y.jsonl", "--format", "parquet")
+    assert "--format" in assert_one_line_error(r, 4)
+    r = cli("extract", "--sample", "-o", tmp_path / "y.txt")
+    assert "--format" in assert_one_line_error(r, 4)
+    assert not (tmp_path / "y.jsonl").exists() and not (tmp_path / "y.txt").exists()
+
+
+def test_stdout_and_devices_are_written_through(tmp_path, sample_all):
+    r = run_cli("extract", "--sample", "-o", "-")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.decode().splitlines()) == len(sample_all)
+    assert not Path("-").exists()
+    r = run_cli("extract", "--sample", "-o", "/dev/stdout", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.decode().splitlines()) == len(sample_all)
+    # A FIFO is written through, not replaced.
+    fifo = tmp_path / "events.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = cli("extract", "--sample", "-o", fifo, "--format", "jsonl")
+    reader.join(timeout=60)
+    assert r.exit_code == 0, r.output
+    assert fifo.is_fifo() and len(got[0].decode().splitlines()) == len(sample_all)
+
+
+def test_a_symlink_stays_a_symlink(tmp_path, sample_all):
+    target = tmp_path / "real.parquet"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.parquet"
+    link.symlink_to(target)
+    r = cli("extract", "--sample", "-o", link)
+    assert "--overwrite" in assert_one_line_error(r, 4)
+    assert target.read_bytes() == b"old"
+    r = cli("extract", "--sample", "-o", link, "--overwrite")
+    assert r.exit_code == 0, r.output
+    assert link.is_symlink() and pq.read_table(target).num_rows == len(sample_all)
+
+
+def test_failed_runs_leave_no_temporary_files(tmp_path):
+    # A log with a zeroed page in the middle fails part-way through the extraction.
+    logdir = tmp_path / "log"
+    logdir.mkdir()
+    vol = logdir / "breadth_lgat"
+    shutil.copy(Path(SAMPLE) / "breadth_lgat", vol)
+    page_size = walcdc.open_log(logdir)._native.header_info()["page_size"]
+    data = bytearray(vol.read_bytes())
+    physical = next(
+        i
+        for i in range(1, len(data) // page_size)
+        if struct.unpack_from("<q", data, i * page_size)[0] == 433
+    )
+    data[physical * page_size : (physical + 1) * page_size] = bytes(page_size)
+    vol.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    out.mkdir()
+    for target in (out, out / "x.parquet", out / "x.jsonl", out / "x.arrows"):
+        r = cli("extract", logdir, "-o", target, "--cursor", tmp_path / "c.json")
+        line = assert_one_line_error(r, 3)
+        # A zeroed page is a corrupt record naming the page, not a missing archive.
+        assert "log page 433 is damaged" in line and "zeroed" in line
+        assert os.listdir(out) == [] and not (tmp_path / "c.json").exists()
+    with pytest.raises(walcdc.CorruptRecordError, match="log page 433") as exc:
+        walcdc.read_changes(logdir).read_all()
+    assert exc.value.file == "breadth_lgat" and L.split(exc.value.lsa)[0] == 433
+    with pytest.raises(walcdc.CorruptRecordError, match="log page 433"):
+        walcdc.open_log(logdir).records().read_all()
+
+
+def test_parquet_metadata_and_the_summary(tmp_path, sample_all):
+    r = cli("extract", "--sample", "-o", tmp_path / "x.parquet")
+    assert r.exit_code == 0, r.output
+    meta = {
+        k.decode(): v.decode()
+        for k, v in pq.read_metadata(tmp_path / "x.parquet").metadata.items()
+        if k.startswith(b"walcdc.")
+    }
+    header = walcdc.open_log(SAMPLE)._native.header_info()
+    assert meta["walcdc.version"] == walcdc.__version__
+    assert meta["walcdc.db_creation"] == str(header["db_creation"])
+    assert meta["walcdc.database"] == "breadth"
+    assert meta["walcdc.stream"] == "committed"
+    assert meta["walcdc.events"] == str(len(sample_all))
+    assert meta["walcdc.first_lsa"] == L.format_lsa(sample_all[0]["commit_lsa"])
+    assert meta["walcdc.last_lsa"] == L.format_lsa(sample_all[-1]["commit_lsa"])
+    assert walcdc.Cursor.from_json(meta["walcdc.cursor"]).db_creation == header["db_creation"]
+    # The summary: one line per table, a count per op, on stderr.
+    counts = Counter((e["table"] or "(none)", e["op"]) for e in sample_all)
+    assert f"{len(sample_all):,} events written to" in r.stderr
+    table_lines = {ln.split()[0]: ln.split()[1:] for ln in r.stderr.splitlines()[1:]}
+    header_ops = r.stderr.splitlines()[1].split()[1:]
+    for (table, op), n in counts.items():
+        assert table_lines[table][header_ops.index(op)] == f"{n:,}"
+
+
+# --- 3. Envelopes, keys and OIDs ------------------------------------------------------------
+
+
+def test_debezium_envelope(sample_all):
+    rows = walcdc.read_changes(SAMPLE, envelope="debezium").read_all().to_pylist()
+    letters = {"insert": "c", "update": "u", "delete": "d"}
+    want = [
+        e for e in sample_all if e["op"] in letters or (e["op"] == "ddl" and e["ddl_type"] == 4)
+    ]
+    assert len(rows) == len(want) and len(rows) > 100
+    order = defaultdict(int)
+    for d, e in zip(rows, want):
+        assert d["op"] == letters.get(e["op"], "t")
+        assert (d["before"], d["after"], d["key"]) == (e["before"], e["after"], e["key"])
+        src = d["source"]
+        assert src["db"] == "breadth" and src["connector"] == "walcdc"
+        assert src["table"] == e["table"] and src["trid"] == e["trid"]
+        assert src["lsa"] == L.format_lsa(e["lsa"])
+        assert src["commit_lsa"] == L.format_lsa(e["commit_lsa"])
+        assert src["file"] == "breadth_lgat"
+        assert d["ts_ms"] == src["ts_ms"] == int(e["commit_time"].timestamp()) * 1000
+        txn = f"{e['trid']}:{L.format_lsa(e['commit_lsa'])}"
+        order[(txn, e["table"])] += 1
+        assert d["transaction"] == {
+            "id": txn,
+            "total_order": e["txn_seq"] + 1,
+            "data_collection_order": order[(txn, e["table"])],
+        }
+    with pytest.raises(walcdc.InvalidArgumentError, match="envelope="):
+        walcdc.read_changes(SAMPLE, envelope="maxwell")
+
+
+def test_key_is_there_in_every_mode(sample_all):
+    for mode in ("id", "before", "after"):
+        rows = walcdc.read_changes(SAMPLE, mode=mode).read_all().to_pylist()
+        assert [r["key"] for r in rows] == [e["key"] for e in sample_all], mode
+    keyed = [e for e in sample_all if e["op"] in ("insert", "update", "delete") and e["key"]]
+    assert len(keyed) > 100
+    for e in keyed:
+        image = json.loads(e["after"] if e["op"] != "delete" else e["before"])
+        key = json.loads(e["key"])
+        assert key and all(image[k] == v for k, v in key.items())
+
+
+def test_null_oids_are_nulls(p4k_all):
+    oid_columns = ("class_oid", "row_oid", "object_oid", "partition_oid")
+    for e in p4k_all:
+        for c in oid_columns:
+            v = e[c]
+            assert v is None or walcdc.oid.unpack(v)[1] >= 0, (c, v)
+    assert any(e["class_oid"] is None for e in p4k_all)
+
+
+# --- 4. Errors ------------------------------------------------------------------------------
+
+
+def test_positions_give_the_same_error_everywhere(p4k):
+    inside = L.make(L.split(p4k.records(end="800|0").read_all().column("lsa")[0].as_py())[0], 3)
+    past = L.parse("999999|0")
+    for bad, pattern in ((inside, "no record starts at LSA"), (past, "beyond the end")):
+        calls = (
+            lambda b=bad: p4k.records(start=b).read_all(),
+            lambda b=bad: p4k.record(b),
+            lambda b=bad: walcdc.read_changes(p4k, start=b).read_all(),
+        )
+        for call in calls:
+            with pytest.raises(walcdc.InvalidArgumentError, match=pattern) as exc:
+                call()
+            assert exc.value.file and exc.value.lsa == bad
+        r = cli("inspect", fixture_dir("p4k"), "--from", L.format_lsa(bad))
+        assert pattern in assert_one_line_error(r, 2)
+    for text in ("12|x", "1|2|3", "yesterday", "2026-13-01"):
+        with pytest.raises(walcdc.InvalidArgumentError, match="start="):
+            walcdc.read_changes(p4k, start=text)
+        with pytest.raises(walcdc.InvalidArgumentError, match="start="):
+            p4k.records(start=text)
+        r = cli("extract", fixture_dir("p4k"), "-o", "-", "--from", text)
+        assert "--from" in assert_one_line_error(r, 2)
+
+
+def test_iso_times_are_positions(p4k, p4k_all):
+    when = p4k_all[len(p4k_all) // 2]["commit_time"]
+    iso = when.isoformat()
+    by_iso = walcdc.read_changes(p4k, start=iso).read_all()
+    assert by_iso == walcdc.read_changes(p4k, start=when).read_all()
+    naive = when.replace(tzinfo=None).isoformat()  # no zone: UTC
+    assert walcdc.read_changes(p4k, start=naive).read_all() == by_iso
+    assert walcdc.read_changes(p4k, start=iso.replace("+00:00", "Z")).read_all() == by_iso
+    assert 0 < by_iso.num_rows < len(p4k_all)
+
+
+def test_cursor_files_missing_or_corrupt(tmp_path):
+    with pytest.raises(walcdc.LogIOError, match="cursor"):
+        walcdc.read_changes(SAMPLE, cursor=tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(walcdc.InvalidArgumentError, match="cursor"):
+        walcdc.read_changes(SAMPLE, cursor=bad)
+    r = cli("extract", "--sample", "-o", tmp_path / "x.parquet", "--cursor", bad)
+    assert "cursor" in assert_one_line_error(r, 2)
+    assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "args, status",
+    [
+        (["inspect", "{nolog}"], 3),
+        (["inspect", "--sample", "--from", "1|2|3"], 2),
+        (["inspect", "--sample", "--on-encrypted", "maybe"], 2),
+        (["extract", "--sample", "-o", "{tmp}/no/such/dir/x.parquet"], 4),
+        (["extract", "--sample", "-o", "{tmp}/no/such/dir/"], 4),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--mode", "all"], 2),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--keys", "names"], 2),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--schema", "{tmp}/none.json"], 4),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--to", "tomorrow-ish"], 2),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--exclude-tables", "zzz"], 2),
+        (["extract", "--sample", "-o", "{tmp}/x.unknown"], 4),
+        (["extract", "{nolog}", "-o", "{tmp}/x.parquet"], 3),
+        (["schema", "{nolog}"], 3),
+    ],
+)
+def test_cli_bad_input_matrix(tmp_path, args, status):
+    nolog = tmp_path / "nolog_lgat"
+    nolog.write_bytes(b"\0" * 4096)
+    args = [a.format(tmp=tmp_path, nolog=nolog) for a in args]
+    assert_one_line_error(cli(*args), status)
+    r = cli("--debug", *args)  # --debug: the exception itself
+    assert r.exit_code != 0 and r.exception is not None
+
+
+def test_cli_directory_as_output_is_a_parts_directory(tmp_path, sample_all):
+    r = cli("extract", "--sample", "-o", tmp_path)
+    assert r.exit_code == 0, r.output
+    (part,) = [n for n in os.listdir(tmp_path) if n.startswith("part-")]
+    assert pq.read_table(tmp_path / part).num_rows == len(sample_all)
+
+
+def test_encrypted_pages_same_default_and_cli_words(tmp_path):
+    for cmd in ("inspect", "extract"):
+        opt = next(p for p in main.commands[cmd].params if p.name == "on_encrypted")
+        assert opt.default == "raise"
+    d = fixture_dir("tde")
+    r = cli("extract", d, "-o", tmp_path / "x.parquet")
+    line = assert_one_line_error(r, 3)
+    assert "--on-encrypted skip" in line and "on_encrypted=" not in line
+    with pytest.raises(walcdc.EncryptedPageError, match='on_encrypted="skip"'):
+        walcdc.read_changes(d).read_all()
+    for cmd in (["inspect", d], ["extract", d, "-o", tmp_path / "x.parquet"]):
+        r = cli(*cmd, "--on-encrypted", "skip")
+        assert r.exit_code == 0, r.output
+        assert "skipped encrypted pages" in r.stderr
+        assert "Warning" not in r.output and "warnings.warn" not in r.output
+
+
+def test_schema_json_names_types():
+    r = cli("schema", "--sample", "--json")
+    assert r.exit_code == 0, r.output
+    classes = json.loads(r.stdout)
+    chg = next(c for c in classes if c["name"] == "dba.t_chg")
+    cols = {c["name"]: c for r_ in chg["representations"] for c in r_["columns"]}
+    assert cols["id"]["type_name"] == "INTEGER" and cols["s_long"]["type_name"] == "VARCHAR"
+    ko = next(c for c in classes if c["name"] == "dba.t_ko")
+    ekr = next(c for r_ in ko["representations"] for c in r_["columns"] if c["name"] == "ekr")
+    assert ekr["charset"] == "euckr"
+
+
+# --- 5. Secrets -----------------------------------------------------------------------------
+
+
+def test_passwords_are_redacted_unless_asked(tmp_path):
+    def users(**kw):
+        rows = walcdc.read_changes(SAMPLE, ops="ddl", **kw).read_all().to_pylist()
+        return [e["statement"] for e in rows if "USER" in (e["statement"] or "").upper()]
+
+    assert users() == ["CREATE USER breadth_user PASSWORD '***'"]
+    assert users(redact=False) == ["CREATE USER breadth_user PASSWORD 'bu_pw'"]
+    r = cli("extract", "--sample", "-o", tmp_path / "x.jsonl")
+    assert "bu_pw" not in (tmp_path / "x.jsonl").read_text()
+    r = cli("extract", "--sample", "-o", tmp_path / "y.jsonl", "--no-redact")
+    assert r.exit_code == 0 and "bu_pw" in (tmp_path / "y.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    "statement, redacted",
+    [
+        ("CREATE USER u PASSWORD 'p''w'", "CREATE USER u PASSWORD '***'"),
+        ("alter user u password 'x' groups g", "alter user u password '***' groups g"),
+        ("ALTER USER u PASSWORD = 'x'", "ALTER USER u PASSWORD = '***'"),
+        ("CREATE USER u IDENTIFIED BY secret", "CREATE USER u IDENTIFIED BY ***"),
+        (
+            "CREATE SERVER s (HOST='h', PORT=1, DBNAME=d, USER=u, PASSWORD='pw')",
+            "CREATE SERVER s (HOST='h', PORT=1, DBNAME=d, USER=u, PASSWORD='***')",
+        ),
+        (
+            "SELECT * FROM DBLINK('h:3:db:u:pw:', 'select 1') AS t(a int)",
+            "SELECT * FROM DBLINK('h:3:db:u:***:', 'select 1') AS t(a int)",
+        ),
+        ("INSERT INTO t VALUES ('password ''x''')", "INSERT INTO t VALUES ('password ''x''')"),
+    ],
+)
+def test_redaction_rules(statement, redacted):
+    assert walcdc._native.redact_secrets(statement) == redacted
+
+
+# --- 6. Column identity across renames ------------------------------------------------------
+
+
+def test_rename_column_keys_and_representations():
+    schema = next(c for c in walcdc.open_log(SAMPLE).schemas() if c["name"] == "dba.t_chg")
+    names = {
+        r["repid"]: {c["id"]: c["name"] for c in r["columns"]}
+        for r in schema["representations"]
+        if r["columns"]
+    }
+    current = names[schema["current_repid"]]
+    renamed = {i for i, n in current.items() if n == "s_long"}
+    assert len(renamed) == 1
+    (attr,) = renamed
+    assert any(n[attr] == "s" for rep, n in names.items() if rep != schema["current_repid"])
+
+    def afters(keys):
+        rows = walcdc.read_changes(SAMPLE, tables="t_chg", ops="insert,update", keys=keys)
+        return [json.loads(e["after"]) for e in rows.read_all().to_pylist()]
+
+    then, now, ids = afters("name_then"), afters("name_now"), afters("id")
+    assert any("s" in a for a in then) and any("s_long" in a for a in then)
+    assert all("s" not in a and "s_long" in a for a in now)
+    for t, n, i in zip(then, now, ids):
+        assert list(t.values()) == list(n.values()) == list(i.values())
+        assert set(n) == set(current.values())
+        assert {current[int(k)] for k in i} == set(n)
+
+
+def test_national_strings_are_plain_text(sample_all):
+    rows = [e for e in sample_all if e["table"] == "dba.t_nchar" and e["after"]]
+    assert rows
+    for e in rows:
+        a = json.loads(e["after"])
+        for c in ("nc", "nvc"):
+            assert a[c] is None or not a[c].startswith("N'"), a
+
+
+# --- 7. Tests without fixtures, license ---------------------------------------------------
+
+
+def test_fixture_tests_skip_cleanly_without_fixtures(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["WALCDC_SHARED"] = str(tmp_path / "absent")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_typed.py::test_schema_exported_from_a_server_decodes_like_the_log",
+            "tests/test_typed.py::test_every_api_value_equals_walcdc",
+            "tests/test_final_state.py",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " skipped" in r.stdout and "failed" not in r.stdout and "error" not in r.stdout
+
+
+def test_license_file():
+    text = (REPO / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0" in text
