@@ -140,6 +140,10 @@ def test_committed_stream_equals_model_and_resumes_exactly(spec, data):
         a = rows(first)
         b = rows(walcdc.read_changes(log, cursor=first.cursor))
         assert a + b == got
+        # ... or from the reader's state: nothing before the cut is read again.
+        state = first.state()
+        assert state.position == cut
+        assert a + rows(walcdc.read_changes(log, state=state)) == got
 
         # Stop between two batches, even inside a transaction, and resume.
         n = data.draw(st.integers(1, 7))

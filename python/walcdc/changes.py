@@ -191,6 +191,14 @@ class ChangeStream:
     def stats(self) -> Dict[str, int]:
         return dict(self._native.stats())
 
+    def state(self):
+        """What the stream knows where it stopped (the catalog, the open transactions and their
+        events so far): pass it as ``read_changes(..., state=)`` to go on from there without
+        reading the log before that point (chases aside). Take it once every batch was read;
+        give the new stream the same filters and mode (the buffered events were made with
+        them)."""
+        return self._native.state()
+
 
 def read_changes(
     source: Union[LogSet, str, os.PathLike[str], Sequence[Any]],
@@ -215,6 +223,7 @@ def read_changes(
     batch_size: int = 65536,
     decode: bool = True,
     redact: bool = True,
+    state=None,
 ) -> ChangeStream:
     """Change events of a log set.
 
@@ -248,6 +257,8 @@ def read_changes(
     JSON file or dict, format in :mod:`walcdc.schemas`); the log's own class records take
     precedence. Passwords in DDL statements are replaced by ``***`` unless ``redact=False``.
 
+    ``state``: a :meth:`ChangeStream.state` to go on from, reading nothing before it.
+
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
@@ -270,6 +281,8 @@ def read_changes(
         cursor = Cursor.load(cursor)
     if cursor is not None and start is not None:
         raise argument_error("start", "give {} or cursor=, not both")
+    if state is not None and (cursor is not None or start is not None):
+        raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     ops_list = parse_ops(ops)
     table_oids = exclude_oids = None
     if tables is not None or exclude_tables is not None:
@@ -310,6 +323,7 @@ def read_changes(
         keys=keys,
         include_ddl=include_ddl,
         redact=bool(redact),
+        state=state,
     )
     header = log._native.header_info()
     info = {

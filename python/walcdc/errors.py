@@ -48,6 +48,7 @@ CLI_FLAGS = {
     "committed_only": "--engine",
     "output": "--output",
     "table": "--table",
+    "state": "state",
 }
 
 

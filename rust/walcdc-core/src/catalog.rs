@@ -55,7 +55,7 @@ fn overflow_record(page: &dyn Fn(Vpid) -> Option<Vec<u8>>, first: Vpid) -> Optio
 ///
 /// Memory stays bounded: overflow page images are kept only while their transaction is open,
 /// and afterwards only for the pages of class records.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct ClassTracker {
     /// New-home slot → home slot (the class OID).
     home_of: HashMap<Oid, Oid>,

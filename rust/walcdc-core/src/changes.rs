@@ -364,6 +364,85 @@ impl Txn {
     fn event_count(&self) -> u64 {
         self.events.len() as u64 + self.spill.as_ref().map_or(0, |s| s.count)
     }
+
+    /// A copy, if all its events are in memory.
+    fn snapshot(&self) -> Option<Txn> {
+        if self.spill.is_some() {
+            return None;
+        }
+        Some(Txn {
+            first_lsa: self.first_lsa,
+            last_lsa: self.last_lsa,
+            user: self.user.clone(),
+            events: self.events.clone(),
+            bytes: self.bytes,
+            spill: None,
+            undone: self.undone.clone(),
+            mvcc_dml: self.mvcc_dml,
+            committed_with_postpone: self.committed_with_postpone,
+            ignored: self.ignored,
+            class_changes: self.class_changes.clone(),
+        })
+    }
+}
+
+/// What a change reader knows at a record boundary: the catalog (committed classes, the
+/// class-record tracker, class changes of transactions still open) and the open transactions
+/// (their events so far, undone ranges, users). A reader built from it
+/// ([`ChangeReader::from_state`]) goes on from [`ReaderState::position`] and reads nothing
+/// before it except by random access (chases), however long the log before it is. The events
+/// it holds were filtered and imaged with the options of the reader that made it: give the
+/// new reader the same options.
+pub struct ReaderState {
+    position: Lsa,
+    db_creation: i64,
+    committed_only: bool,
+    catalog: Catalog,
+    classes: ClassTracker,
+    seed_changes: HashMap<i32, Vec<ClassChange>>,
+    txns: HashMap<i32, Txn>,
+    last_commit: Option<Lsa>,
+    skip_commits_upto: Option<Lsa>,
+    skip_before: Option<Lsa>,
+    supplemental_records: u64,
+    suspect_commits: u64,
+}
+
+impl Clone for ReaderState {
+    fn clone(&self) -> Self {
+        ReaderState {
+            position: self.position,
+            db_creation: self.db_creation,
+            committed_only: self.committed_only,
+            catalog: self.catalog.clone(),
+            classes: self.classes.clone(),
+            seed_changes: self.seed_changes.clone(),
+            // A state's transactions never spill (`ChangeReader::state` refuses those).
+            txns: self.txns.iter().filter_map(|(&k, t)| Some((k, t.snapshot()?))).collect(),
+            last_commit: self.last_commit,
+            skip_commits_upto: self.skip_commits_upto,
+            skip_before: self.skip_before,
+            supplemental_records: self.supplemental_records,
+            suspect_commits: self.suspect_commits,
+        }
+    }
+}
+
+impl ReaderState {
+    /// The first record a reader built from this state reads.
+    pub fn position(&self) -> Lsa {
+        self.position
+    }
+
+    /// Transactions open at the position.
+    pub fn open_transactions(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Events of open transactions held in the state.
+    pub fn buffered_events(&self) -> usize {
+        self.txns.values().map(|t| t.events.len()).sum()
+    }
 }
 
 /// A committed transaction being emitted: spilled events first, then those in memory.
@@ -500,18 +579,7 @@ impl ChangeReader {
                 catalog.add_columns(oid, &name, repid, columns);
             }
         }
-        let catalog_now = match opts.keys {
-            KeyMode::NameNow if opts.decode => {
-                let mut now = catalog::learn(&log, OnEncrypted::Skip)?;
-                for (oid, name, repid, columns) in user_schemas {
-                    if now.get(oid).is_none() {
-                        now.add_columns(oid, &name, repid, columns);
-                    }
-                }
-                Some(now)
-            }
-            _ => None,
-        };
+        let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
         Ok(ChangeReader {
             log,
             walker,
@@ -535,6 +603,119 @@ impl ChangeReader {
             catalog_now,
             classes,
             class_scratch: Vec::new(),
+        })
+    }
+
+    /// A reader that goes on from `state` (see [`ReaderState`]) to `opts.end`; `opts.start`
+    /// and `opts.cursor` must be unset (the state says where to start).
+    pub fn from_state(log: Arc<LogSet>, mut opts: ChangeOptions, state: ReaderState) -> Result<ChangeReader> {
+        if state.db_creation != log.db_creation {
+            return Err(LogError::InvalidArgument {
+                msg: format!(
+                    "the reader state belongs to another database (db_creation {}), this log set's is {}",
+                    state.db_creation, log.db_creation
+                ),
+            });
+        }
+        if state.committed_only != opts.committed_only {
+            return Err(LogError::InvalidArgument {
+                msg: "the reader state is of the other stream (committed-only or engine-compatible)".into(),
+            });
+        }
+        if opts.start.is_some() || opts.cursor.is_some() {
+            return Err(LogError::InvalidArgument {
+                msg: "a reader state says where to start: give no start or cursor with it".into(),
+            });
+        }
+        opts.start = Some(state.position);
+        let walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
+        let mut catalog = state.catalog;
+        let user_schemas = std::mem::take(&mut opts.user_schemas);
+        for (oid, name, repid, columns) in user_schemas.iter().cloned() {
+            if catalog.get(oid).is_none() {
+                catalog.add_columns(oid, &name, repid, columns);
+            }
+        }
+        let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
+        let buffered = state.txns.values().map(|t| t.bytes).sum();
+        let stats = ChangeStats { supplemental_records: state.supplemental_records, ..ChangeStats::default() };
+        Ok(ChangeReader {
+            log,
+            walker,
+            opts,
+            txns: state.txns,
+            ready: VecDeque::new(),
+            emitting: None,
+            skip_commits_upto: state.skip_commits_upto,
+            skip_events: 0,
+            skip_before: state.skip_before,
+            seed_changes: state.seed_changes,
+            suspect_commits: state.suspect_commits,
+            last_commit: state.last_commit,
+            buffered,
+            done: false,
+            stats,
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            payload: Vec::new(),
+            catalog,
+            catalog_now,
+            classes: state.classes,
+            class_scratch: Vec::new(),
+        })
+    }
+
+    /// The catalog at the end of the log, when keys are the names at the end.
+    fn catalog_now(
+        log: &Arc<LogSet>,
+        opts: &ChangeOptions,
+        user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
+    ) -> Result<Option<Catalog>> {
+        if opts.keys != KeyMode::NameNow || !opts.decode {
+            return Ok(None);
+        }
+        let mut now = catalog::learn(log, OnEncrypted::Skip)?;
+        for (oid, name, repid, columns) in user_schemas {
+            if now.get(oid).is_none() {
+                now.add_columns(oid, &name, repid, columns);
+            }
+        }
+        Ok(Some(now))
+    }
+
+    /// What the reader knows now, to go on from here in another reader (see [`ReaderState`]).
+    /// Only between events: every event made so far must have been read, and no open
+    /// transaction may have spilled to disk.
+    pub fn state(&self) -> Result<ReaderState> {
+        if self.emitting.is_some() || !self.ready.is_empty() {
+            return Err(LogError::InvalidArgument {
+                msg: "read the events made so far before taking the reader's state".into(),
+            });
+        }
+        let position =
+            self.walker.resume_point().or(self.opts.start).unwrap_or_else(|| Lsa::new(self.log.first_pageid, 0));
+        let mut txns = HashMap::with_capacity(self.txns.len());
+        for (&trid, t) in &self.txns {
+            let Some(copy) = t.snapshot() else {
+                return Err(LogError::InvalidArgument {
+                    msg: format!("transaction {trid} spilled to disk: raise memory_limit to take the reader's state"),
+                });
+            };
+            txns.insert(trid, copy);
+        }
+        Ok(ReaderState {
+            position,
+            db_creation: self.log.db_creation,
+            committed_only: self.opts.committed_only,
+            catalog: self.catalog.clone(),
+            classes: self.classes.clone(),
+            seed_changes: self.seed_changes.clone(),
+            txns,
+            last_commit: self.last_commit,
+            skip_commits_upto: self.skip_commits_upto,
+            skip_before: self.skip_before,
+            supplemental_records: self.stats.supplemental_records,
+            suspect_commits: self.suspect_commits,
         })
     }
 

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyCapsuleMethods, PyDict, PyList, PyTuple};
 
 use walcdc_core::catalog::UserColumn;
-use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, OnError, Op};
+use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Cursor, ImageMode, OnError, Op, ReaderState};
 use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
 use walcdc_core::records_arrow::{next_batch, records_schema, RecordsBuilder};
 use walcdc_core::schema::Domain;
@@ -148,8 +148,39 @@ struct ChangeBatches {
     batch_size: usize,
 }
 
+/// What a change stream knows at a record boundary (catalog and open transactions), to start
+/// another stream there without reading the log before it.
+#[pyclass(name = "ReaderState", module = "walcdc._native", frozen)]
+struct PyReaderState {
+    inner: ReaderState,
+}
+
+#[pymethods]
+impl PyReaderState {
+    /// The LSA (u64) of the first record a stream started from this state reads.
+    #[getter]
+    fn position(&self) -> u64 {
+        self.inner.position().to_key()
+    }
+
+    #[getter]
+    fn open_transactions(&self) -> usize {
+        self.inner.open_transactions()
+    }
+
+    #[getter]
+    fn buffered_events(&self) -> usize {
+        self.inner.buffered_events()
+    }
+}
+
 #[pymethods]
 impl ChangeBatches {
+    /// The reader's state once every event made so far was read (see `ReaderState`).
+    fn state(&self, py: Python<'_>) -> PyResult<PyReaderState> {
+        self.reader.state().map(|inner| PyReaderState { inner }).map_err(|e| to_py(py, e))
+    }
+
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
         slf
     }
@@ -404,7 +435,8 @@ impl PyLogSet {
     /// Change events (see `walcdc.read_changes`).
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536, decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true))]
+        on_encrypted="raise", batch_size=65536, decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
+        state=None))]
     #[allow(clippy::too_many_arguments)]
     fn changes(
         &self,
@@ -428,6 +460,7 @@ impl PyLogSet {
         keys: &str,
         include_ddl: &str,
         redact: bool,
+        state: Option<PyRef<'_, PyReaderState>>,
     ) -> PyResult<ChangeBatches> {
         let err = |e| to_py(py, e);
         let ops = match ops {
@@ -462,7 +495,13 @@ impl PyLogSet {
             redact,
         };
         let log = self.inner.clone();
-        let reader = py.detach(|| ChangeReader::new(log, opts)).map_err(err)?;
+        let state = state.map(|s| s.inner.clone());
+        let reader = py
+            .detach(|| match state {
+                Some(state) => ChangeReader::from_state(log, opts, state),
+                None => ChangeReader::new(log, opts),
+            })
+            .map_err(err)?;
         let builder = ChangesBuilder::new(&self.inner);
         Ok(ChangeBatches { reader, builder, batch_size: batch_size.max(1) })
     }
@@ -519,6 +558,15 @@ impl PyLogSet {
     /// The oldest archive number still needed to restart at `restart_lsa`.
     fn min_archive_needed(&self, restart_lsa: u64) -> Option<i64> {
         changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa))
+    }
+
+    /// Remembers the pages below `pageid` fetched from now on (`watched_pages`).
+    fn watch_below(&self, pageid: i64) {
+        self.inner.watch_below(pageid)
+    }
+
+    fn watched_pages(&self) -> Vec<i64> {
+        self.inner.watched_pages()
     }
 
     fn __len__(&self) -> usize {
@@ -696,6 +744,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLogSet>()?;
     m.add_class::<RecordBatches>()?;
     m.add_class::<ChangeBatches>()?;
+    m.add_class::<PyReaderState>()?;
     m.add_class::<Batch>()?;
     m.add_class::<Schema>()?;
     m.add_class::<PyLogWriter>()?;
