@@ -1,33 +1,31 @@
 //! walcdc-core: reads CUBRID write-ahead log volumes offline.
 //!
-//! Data path: [`logset::LogSet`] (files, headers, page map) → [`logset::LogSet::fetch`] (page
-//! identity, checksum, TDE flags) → [`record`] (layout rules, data headers) → [`walker::Walker`]
-//! (forward walk, end of log) → [`records_arrow`] (Arrow batches).
+//! Layers, data flowing one way:
+//! - [`format`]: bytes to values, no I/O (LSAs, pages, record types, supplemental payloads,
+//!   class records, heap rows);
+//! - [`log`]: volumes as a log set ([`LogSet`]: files, headers, page map, fetch with identity,
+//!   checksum and TDE checks), records by LSA, the forward walk ([`Walker`]), payloads;
+//! - [`cdc`]: change events (chase, catalog, transaction assembly, filters, cursors, states);
+//! - [`arrow`]: Arrow batches of records and change events.
+//!
+//! The modules are also re-exported at the crate root (`walcdc_core::lsa`, ...).
 
-pub mod catalog;
-pub mod changes;
-pub mod changes_arrow;
-pub mod chase;
-pub mod encode;
+pub mod arrow;
+pub mod cdc;
 pub mod error;
-pub mod jsonl;
-pub mod le;
-pub mod logset;
-pub mod lsa;
-pub mod page;
-pub mod payload;
-pub mod rcvindex;
-pub mod record;
-pub mod records_arrow;
-pub mod rectype;
-pub mod redact;
-pub mod row;
-pub mod schema;
-pub mod supplemental;
+pub mod format;
+pub mod log;
 #[cfg(test)]
 mod test_rng;
-pub mod walker;
-pub mod writer;
+#[cfg(any(test, feature = "writer"))]
+pub mod testkit;
+
+pub use arrow::{changes_arrow, jsonl, records_arrow};
+pub use cdc::{catalog, changes, chase, redact};
+pub use format::{le, lsa, page, rcvindex, rectype, row, schema, supplemental};
+pub use log::{logset, payload, record, walker};
+#[cfg(any(test, feature = "writer"))]
+pub use testkit::{encode, writer};
 
 pub use error::{LogError, Result};
 pub use logset::LogSet;

@@ -3,8 +3,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::chase::{Image, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION};
+use crate::chase::Image;
 use crate::error::Result;
+use crate::format::heap::{self, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION};
 use crate::logset::LogSet;
 use crate::rcvindex::{
     RVHF_DELETE, RVHF_INSERT, RVHF_INSERT_NEWHOME, RVHF_UPDATE, RVOVF_NEWPAGE_INSERT, RVOVF_PAGE_UPDATE,
@@ -31,19 +32,18 @@ type Vpid = (i16, i32);
 /// following pages `[next VPID 8][data]`. Returns the record and the pages it used.
 fn overflow_record(page: &dyn Fn(Vpid) -> Option<Vec<u8>>, first: Vpid) -> Option<(Vec<u8>, Vec<Vpid>)> {
     let p = page(first)?;
-    let length = usize::try_from(i32::from_le_bytes(p.get(8..12)?.try_into().ok()?)).ok()?;
-    let mut out = p.get(12..)?.to_vec();
+    let length = usize::try_from(heap::overflow_length(&p)?).ok()?;
+    let mut out = p.get(heap::OVERFLOW_FIRST_HEADER..)?.to_vec();
     let mut used = vec![first];
     let mut next = p;
     while out.len() < length {
-        let pageid = i32::from_le_bytes(next.get(0..4)?.try_into().ok()?);
-        let volid = i16::from_le_bytes(next.get(4..6)?.try_into().ok()?);
-        if pageid < 0 || used.len() > 100_000 {
+        let vpid = heap::overflow_next(&next)?;
+        if used.len() > 100_000 {
             return None;
         }
-        next = page((volid, pageid))?;
-        used.push((volid, pageid));
-        out.extend_from_slice(next.get(8..)?);
+        next = page(vpid)?;
+        used.push(vpid);
+        out.extend_from_slice(next.get(heap::OVERFLOW_HEADER..)?);
     }
     out.truncate(length);
     Some((out, used))
@@ -76,12 +76,8 @@ pub struct ClassTracker {
 impl ClassTracker {
     /// Remembers the page a kept overflow page links to (`next_vpid` at its start).
     fn link_next(&mut self, page: &[u8]) {
-        if page.len() >= 6 {
-            let pageid = i32::from_le_bytes(page[0..4].try_into().unwrap());
-            let volid = i16::from_le_bytes([page[4], page[5]]);
-            if pageid >= 0 {
-                self.linked.insert((volid, pageid));
-            }
+        if let Some(vpid) = heap::overflow_next(page) {
+            self.linked.insert(vpid);
         }
     }
 
@@ -547,22 +543,7 @@ impl Catalog {
     }
 }
 
-/// Appends `s` as a JSON string literal.
-pub fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
+pub use crate::row::push_json_str as json_string;
 
 /// Names of the columns whose values differ between two decoded images (by attribute id).
 pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::logset::LogSet;
 use crate::rcvindex::RCVINDEX_NAMES;
 use crate::record::Record;
-use crate::rectype::{NUM_TYPES, TYPE_NAMES};
+use crate::rectype::{type_name, NUM_TYPES};
 use crate::walker::Walker;
 
 fn dict(key: DataType) -> DataType {
@@ -88,7 +88,7 @@ pub struct RecordsBuilder {
 impl RecordsBuilder {
     pub fn new(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
         let type_values: ArrayRef =
-            Arc::new(StringArray::from_iter_values((0..NUM_TYPES).map(|t| TYPE_NAMES[t].unwrap_or(""))));
+            Arc::new(StringArray::from_iter_values((0..NUM_TYPES).map(|t| type_name(t as i32).unwrap_or(""))));
         let rcv_values: ArrayRef = Arc::new(StringArray::from_iter_values(RCVINDEX_NAMES.iter()));
         let file_values: ArrayRef =
             Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str())));

@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 
+use crate::format::heap;
 use crate::schema::{db_type, Domain, Representation};
 use crate::supplemental::Oid;
 
@@ -131,7 +132,15 @@ const MAX_STRING_LENGTH: u64 = 0x3FFF_FFFF;
 /// Largest factor by which an LZ4 block expands.
 const LZ4_MAX_RATIO: u64 = 255;
 /// Header size by `flags & 7` (§8.2).
-const HEADER_SIZE: [usize; 8] = [8, 16, 16, 24, 16, 24, 24, 32];
+const HEADER_SIZE: [usize; 8] = {
+    let mut t = [0; 8];
+    let mut f = 0;
+    while f < 8 {
+        t[f] = heap::header_size(f as u8);
+        f += 1;
+    }
+    t
+};
 /// JDN of 1970-01-01.
 const UNIX_EPOCH_JDN: i64 = 2_440_588;
 /// JDN of 1582-10-15, the first Gregorian day.
@@ -337,7 +346,7 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
     }
     Ok(RowLayout {
         repid,
-        mvcc_flags: ((word >> 24) & 0x1F) as u8,
+        mvcc_flags: heap::mvcc_flags(word),
         header_size: h,
         offset_size,
         has_bound_bits: has_bb,
@@ -846,8 +855,38 @@ fn json_node(b: &[u8], pos: &mut usize, out: &mut String, depth: u32) -> Result<
     Ok(())
 }
 
+/// Appends `s` as a JSON string literal (escapes as serde_json writes them).
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
 fn json_quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_str(&mut out, s);
+    out
 }
 
 fn json_f64(v: f64) -> String {

@@ -32,7 +32,7 @@ const MS_PER_DAY: i64 = 86_400_000;
 /// Nesting limit for collections and JSON documents (the decoders refuse deeper ones anyway).
 const MAX_DEPTH: u32 = 64;
 /// Header size by MVCC flags (§8.2).
-const HEADER_SIZE: [usize; 8] = [8, 16, 16, 24, 16, 24, 24, 32];
+use crate::format::heap;
 
 fn put_i32(out: &mut Vec<u8>, v: i32) {
     out.extend_from_slice(&v.to_be_bytes());
@@ -899,17 +899,18 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
     }
     let var_total: usize = vars.iter().map(Vec::len).sum();
 
-    let flags = u32::from(h.insid.is_some())
-        | (u32::from(h.delid.is_some()) << 1)
-        | (u32::from(h.prev_version_lsa.is_some()) << 2);
-    let header_size = HEADER_SIZE[flags as usize];
+    let flag = |present: bool, bit: u8| if present { u32::from(bit) } else { 0 };
+    let flags = flag(h.insid.is_some(), heap::MVCC_FLAG_INSID)
+        | flag(h.delid.is_some(), heap::MVCC_FLAG_DELID)
+        | flag(h.prev_version_lsa.is_some(), heap::MVCC_FLAG_PREV_VERSION);
+    let header_size = heap::header_size(flags as u8);
     let bb = if n_fixed > 0 { bound.len() } else { 0 };
     let vt = |os: usize| if n_var == 0 { 0 } else { align4(os * (n_var + 1)) };
     // The server estimates with the 16-byte insert header (8 for non-MVCC records).
     let est_header = if flags == 0 { 8 } else { 16 };
     let os = offset_size_for(|os| est_header + vt(os) + fixed.len() + bb + var_total);
 
-    let mut word = repid | ((flags & 0x1F) << 24);
+    let mut word = repid | ((flags & heap::MVCC_FLAGS_MASK) << 24);
     word |= match os {
         1 => 0x2000_0000,
         2 => 0x4000_0000,

@@ -9,12 +9,8 @@ use crate::record::Record;
 use crate::rectype::*;
 use crate::supplemental::{self, DmlKind, DmlSupplement, Oid};
 
-pub const REC_UNKNOWN: i16 = 0;
-pub const REC_ASSIGN_ADDRESS: i16 = 1;
-pub const REC_HOME: i16 = 2;
-pub const REC_NEWHOME: i16 = 3;
-pub const REC_RELOCATION: i16 = 4;
-pub const REC_BIGONE: i16 = 5;
+use crate::format::heap::{self, MVCC_FLAG_DELID, MVCC_FLAG_INSID, MVCC_FLAG_PREV_VERSION};
+pub use crate::format::heap::{REC_ASSIGN_ADDRESS, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION, REC_UNKNOWN};
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
@@ -84,17 +80,16 @@ fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Ima
     if img.row.len() < 8 {
         return Err(LogError::corrupt(&log.set_name(), rec.lsa, "MVCC insert image shorter than its header"));
     }
-    let word = u32::from_be_bytes(img.row[0..4].try_into().unwrap());
-    let flags = (word >> 24) & 0x1F;
+    let flags = heap::mvcc_flags(u32::from_be_bytes(img.row[0..4].try_into().unwrap()));
     let mut row = Vec::with_capacity(img.row.len() + 24);
     row.extend_from_slice(&img.row[0..8]);
-    if flags & 0x01 != 0 {
+    if flags & MVCC_FLAG_INSID != 0 {
         row.extend_from_slice(&rec.mvccid().unwrap_or(0).to_be_bytes());
     }
-    if flags & 0x02 != 0 {
+    if flags & MVCC_FLAG_DELID != 0 {
         row.extend_from_slice(&[0u8; 8]);
     }
-    if flags & 0x04 != 0 {
+    if flags & MVCC_FLAG_PREV_VERSION != 0 {
         row.extend_from_slice(&[0u8; 8]);
     }
     row.extend_from_slice(&img.row[8..]);
@@ -202,16 +197,15 @@ fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
     let Some(first) = parts.first() else {
         return Err(corrupt(start.lsa, "overflow chain holds no page image".into()));
     };
-    if first.len() < 12 {
+    let Some(length) = heap::overflow_length(first) else {
         return Err(corrupt(start.lsa, "first overflow page image shorter than its 12-byte header".into()));
-    }
-    let length = i32::from_le_bytes(first[8..12].try_into().unwrap());
-    let mut row = first[12..].to_vec();
+    };
+    let mut row = first[heap::OVERFLOW_FIRST_HEADER..].to_vec();
     for p in &parts[1..] {
-        if p.len() < 8 {
+        if p.len() < heap::OVERFLOW_HEADER {
             return Err(corrupt(start.lsa, "overflow page image shorter than its 8-byte header".into()));
         }
-        row.extend_from_slice(&p[8..]);
+        row.extend_from_slice(&p[heap::OVERFLOW_HEADER..]);
     }
     if length < 0 || length as usize > row.len() {
         return Err(corrupt(

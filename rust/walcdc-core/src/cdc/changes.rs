@@ -914,10 +914,11 @@ impl ChangeReader {
                 }
             }
             LOG_SYSOP_END => match rec.sysop_type() {
-                Some(1) => txn.undone.push((rec.sysop_lastparent_lsa().unwrap_or(Lsa::NULL), rec.lsa)),
-                Some(4) => {
-                    let c = Lsa::from_le_bytes(rec.data_header()[32..40].try_into().unwrap());
-                    txn.undone.push((c, rec.lsa));
+                Some(SYSOP_END_ABORT) => txn.undone.push((rec.sysop_lastparent_lsa().unwrap_or(Lsa::NULL), rec.lsa)),
+                Some(SYSOP_END_LOGICAL_COMPENSATE) => {
+                    if let Some(c) = rec.sysop_compensate_lsa() {
+                        txn.undone.push((c, rec.lsa));
+                    }
                 }
                 _ => {}
             },

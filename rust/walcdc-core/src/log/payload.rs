@@ -131,6 +131,7 @@ pub fn undo_diff(undo: &[u8], redo: &mut [u8]) {
 
 /// Compresses like the engine's `log_zip`: prefix + LZ4 block. `None` when it would not be
 /// smaller than the input (the engine then stores the raw bytes).
+#[cfg(any(test, feature = "writer"))]
 pub fn zip(data: &[u8]) -> Option<Vec<u8>> {
     let block = lz4_flex::block::compress(data);
     if 4 + block.len() >= data.len() {

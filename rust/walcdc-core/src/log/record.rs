@@ -125,6 +125,11 @@ impl Record {
         matches!(self.rectype, LOG_SYSOP_END | LOG_SYSOP_START_POSTPONE).then(|| lsa_at(&self.dh, 0))
     }
 
+    /// `compensate_lsa` of a sysop end of type LOGICAL_COMPENSATE (4): the undo it completes.
+    pub fn sysop_compensate_lsa(&self) -> Option<Lsa> {
+        (self.sysop_type() == Some(SYSOP_END_LOGICAL_COMPENSATE)).then(|| lsa_at(&self.dh, 32))
+    }
+
     /// Recovery index of a sysop end's logical undo.
     pub fn sysop_undo_rcvindex(&self) -> Option<i32> {
         match self.sysop_type() {

@@ -1,0 +1,5 @@
+//! Arrow batches built in Rust: records, change events, and JSON Lines from batches.
+
+pub mod changes_arrow;
+pub mod jsonl;
+pub mod records_arrow;

@@ -1,0 +1,8 @@
+//! Change data capture over the log: the chase from supplemental records to row images, the
+//! catalog learned from class records, transaction assembly (partial rollbacks, spill,
+//! commit order, cursors, reader states), filters, and the redaction of DDL text.
+
+pub mod catalog;
+pub mod changes;
+pub mod chase;
+pub mod redact;

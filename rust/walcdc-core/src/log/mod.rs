@@ -1,0 +1,7 @@
+//! Log volumes as a log set: files and headers, the page map, records by LSA (layout rules,
+//! data headers), the forward walk and the end of the log, payloads (LZ4, DIFF).
+
+pub mod logset;
+pub mod payload;
+pub mod record;
+pub mod walker;
