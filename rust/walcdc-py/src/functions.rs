@@ -1,0 +1,55 @@
+//! Module-level functions: the core's tables (types, character sets, record types, recovery
+//! indexes), OID packing and statement redaction.
+
+use pyo3::prelude::*;
+
+use walcdc_core::supplemental::Oid;
+
+/// The column types: `(DB_TYPE id, catalog name, other SQL names)`.
+#[pyfunction]
+pub(crate) fn db_types() -> Vec<(i32, &'static str, Vec<&'static str>)> {
+    walcdc_core::schema::DB_TYPES.iter().map(|(id, name, aliases)| (*id, *name, aliases.to_vec())).collect()
+}
+
+/// The record types: `(number, name)` (one table in the core).
+#[pyfunction]
+pub(crate) fn record_types() -> Vec<(i32, &'static str)> {
+    walcdc_core::rectype::RECORD_TYPES.iter().map(|r| (r.id, r.name)).collect()
+}
+
+/// The supplemental record types, by number.
+#[pyfunction]
+pub(crate) fn supplement_types() -> Vec<(i32, &'static str)> {
+    walcdc_core::rectype::SUPPLEMENT_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
+}
+
+/// The recovery indexes: `(number, name)`.
+#[pyfunction]
+pub(crate) fn rcv_indexes() -> Vec<(i32, &'static str)> {
+    walcdc_core::rcvindex::RCVINDEX_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
+}
+
+/// Character sets: `(INTL_CODESET id, name)`.
+#[pyfunction]
+pub(crate) fn codesets() -> Vec<(i32, &'static str)> {
+    walcdc_core::schema::CODESETS.to_vec()
+}
+
+/// CUBRID's CDC packing of an OID `(volid, pageid, slotid)`.
+#[pyfunction]
+pub(crate) fn oid_pack(volid: i16, pageid: i32, slotid: i16) -> u64 {
+    Oid { pageid, slotid, volid }.to_cdc()
+}
+
+/// `(volid, pageid, slotid)` of a CDC-packed OID.
+#[pyfunction]
+pub(crate) fn oid_unpack(packed: u64) -> (i16, i32, i16) {
+    let o = Oid::from_cdc(packed);
+    (o.volid, o.pageid, o.slotid)
+}
+
+/// `statement` with the passwords it holds replaced by `***`.
+#[pyfunction]
+pub(crate) fn redact_secrets(statement: &str) -> String {
+    walcdc_core::redact::redact_secrets(statement).into_owned()
+}

@@ -1,0 +1,188 @@
+//! `LogSet`: an opened set of log volumes, and the walks and streams started from it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use walcdc_core::changes::{self, ChangeOptions, ChangeReader};
+use walcdc_core::changes_arrow::ChangesBuilder;
+use walcdc_core::records_arrow::{records_schema, RecordsBuilder};
+use walcdc_core::walker::find_end;
+use walcdc_core::{LogSet, Lsa, OnEncrypted, Walker};
+
+use crate::conversion::{
+    class_dict, end_dict, header_dict, key_to_lsa, parse_keys, parse_ops, parse_option, record_dict, user_table,
+    CursorArg, UserTable,
+};
+use crate::error::to_py;
+use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
+
+/// An opened set of log volumes.
+#[pyclass(name = "LogSet", module = "walcdc._native", frozen)]
+pub(crate) struct PyLogSet {
+    inner: Arc<LogSet>,
+}
+
+#[pymethods]
+impl PyLogSet {
+    #[new]
+    fn new(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Self> {
+        let log = py.detach(|| LogSet::open(&paths)).map_err(|e| to_py(py, e))?;
+        Ok(PyLogSet { inner: Arc::new(log) })
+    }
+
+    /// Headers and volumes (no walk).
+    fn header_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        header_dict(py, &self.inner)
+    }
+
+    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536))]
+    fn records(
+        &self,
+        py: Python<'_>,
+        start: Option<u64>,
+        end: Option<u64>,
+        on_encrypted: &str,
+        payloads: bool,
+        batch_size: usize,
+    ) -> PyResult<RecordBatches> {
+        let policy: OnEncrypted = parse_option(py, on_encrypted)?;
+        let log = self.inner.clone();
+        let walker =
+            py.detach(|| Walker::checked(log, key_to_lsa(start), key_to_lsa(end), policy)).map_err(|e| to_py(py, e))?;
+        Ok(RecordBatches {
+            walker,
+            builder: RecordsBuilder::new(&self.inner, payloads),
+            batch_size: batch_size.max(1),
+            schema: records_schema(payloads),
+        })
+    }
+
+    /// Random access: the record at an LSA, with its undo/redo images.
+    fn record<'py>(&self, py: Python<'py>, lsa: u64) -> PyResult<Bound<'py, PyDict>> {
+        let log = &self.inner;
+        let at = Lsa::from_key(lsa);
+        let (rec, undo, redo) = py
+            .detach(|| -> walcdc_core::Result<_> {
+                walcdc_core::walker::validate_record_start(log, at)?;
+                let rec = log.record_at(at)?;
+                let (mut u, mut r) = (Vec::new(), Vec::new());
+                log.images(&rec, &mut u, &mut r)?;
+                Ok((rec, u, r))
+            })
+            .map_err(|e| to_py(py, e))?;
+        record_dict(py, log, &rec, &undo, &redo)
+    }
+
+    /// Walks to the true end of the log (from the last checkpoint when the header has one).
+    fn end_of_log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let log = self.inner.clone();
+        let end = py.detach(|| find_end(&log)).map_err(|e| to_py(py, e))?;
+        end_dict(py, &end)
+    }
+
+    /// Change events (see `walcdc.read_changes`).
+    #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
+        users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
+        on_encrypted="raise", batch_size=65536, decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
+        state=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn changes(
+        &self,
+        py: Python<'_>,
+        start: Option<u64>,
+        end: Option<u64>,
+        committed_only: bool,
+        mode: &str,
+        tables: Option<Vec<u64>>,
+        exclude_tables: Option<Vec<u64>>,
+        users: Option<Vec<String>>,
+        ops: Option<Vec<String>>,
+        include_trigger: bool,
+        cursor: Option<CursorArg>,
+        memory_limit: usize,
+        on_error: &str,
+        on_encrypted: &str,
+        batch_size: usize,
+        decode: bool,
+        user_schemas: Option<Vec<UserTable>>,
+        keys: &str,
+        include_ddl: &str,
+        redact: bool,
+        state: Option<PyRef<'_, PyReaderState>>,
+    ) -> PyResult<ChangeBatches> {
+        let ops = parse_ops(py, ops)?;
+        let opts = ChangeOptions {
+            start: key_to_lsa(start),
+            end: key_to_lsa(end),
+            committed_only,
+            mode: parse_option(py, mode)?,
+            tables: tables.map(|t| t.into_iter().collect()),
+            exclude_tables: exclude_tables.unwrap_or_default().into_iter().collect(),
+            users,
+            ops,
+            include_trigger,
+            cursor: cursor.map(Into::into),
+            memory_limit,
+            on_error: parse_option(py, on_error)?,
+            on_encrypted: parse_option(py, on_encrypted)?,
+            decode,
+            user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
+            keys: parse_keys(py, keys)?,
+            include_ddl: parse_option(py, include_ddl)?,
+            redact,
+        };
+        let log = self.inner.clone();
+        let state = state.map(|s| s.inner.clone());
+        let reader = py
+            .detach(|| match state {
+                Some(state) => ChangeReader::from_state(log, opts, state),
+                None => ChangeReader::new(log, opts),
+            })
+            .map_err(|e| to_py(py, e))?;
+        let builder = ChangesBuilder::new(&self.inner);
+        Ok(ChangeBatches { reader, builder, batch_size: batch_size.max(1) })
+    }
+
+    /// Time (Unix seconds) to LSA, as CUBRID's `cdc_find_lsa`: `(lsa, adjusted)`.
+    fn find_lsa(&self, py: Python<'_>, time: i64) -> PyResult<(u64, bool)> {
+        let log = self.inner.clone();
+        let (lsa, adjusted) = py.detach(|| changes::find_lsa(&log, time)).map_err(|e| to_py(py, e))?;
+        Ok((lsa.to_key(), adjusted))
+    }
+
+    /// Every table schema the log's class records define (committed), with all representations.
+    #[pyo3(signature = (on_encrypted="skip"))]
+    fn schemas<'py>(&self, py: Python<'py>, on_encrypted: &str) -> PyResult<Bound<'py, PyList>> {
+        let policy: OnEncrypted = parse_option(py, on_encrypted)?;
+        let log = self.inner.clone();
+        let cat = py.detach(|| walcdc_core::catalog::learn(&log, policy)).map_err(|e| to_py(py, e))?;
+        let mut classes: Vec<_> = cat.classes().collect();
+        classes.sort_by(|a, b| a.name.cmp(&b.name));
+        let out = PyList::empty(py);
+        for c in classes {
+            out.append(class_dict(py, &cat, c)?)?;
+        }
+        Ok(out)
+    }
+
+    /// The oldest archive number still needed to restart at `restart_lsa`.
+    fn min_archive_needed(&self, restart_lsa: u64) -> Option<i64> {
+        changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa))
+    }
+
+    /// Remembers the pages below `pageid` fetched from now on (`watched_pages`).
+    fn watch_below(&self, pageid: i64) {
+        self.inner.watch_below(pageid)
+    }
+
+    fn watched_pages(&self) -> Vec<i64> {
+        self.inner.watched_pages()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.volumes().len()
+    }
+}

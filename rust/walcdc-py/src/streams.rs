@@ -1,0 +1,146 @@
+//! Iterators handing batches to Python: records of a forward walk, change events, and the state
+//! a change stream can be started again from.
+
+use arrow_schema::SchemaRef;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use walcdc_core::changes::{ChangeReader, ReaderState};
+use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
+use walcdc_core::records_arrow::{next_batch, RecordsBuilder};
+use walcdc_core::Walker;
+
+use crate::arrow::{Batch, Schema};
+use crate::conversion::{cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
+use crate::error::to_py;
+
+/// Iterates over record batches of a forward walk.
+#[pyclass(module = "walcdc._native")]
+pub(crate) struct RecordBatches {
+    pub(crate) walker: Walker,
+    pub(crate) builder: RecordsBuilder,
+    pub(crate) batch_size: usize,
+    pub(crate) schema: SchemaRef,
+}
+
+#[pymethods]
+impl RecordBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let (walker, builder, n) = (&mut self.walker, &mut self.builder, self.batch_size);
+        let res = py.detach(|| next_batch(walker, builder, n));
+        match res {
+            Ok(Some(b)) => Ok(Some(Batch::new(b))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(self.schema.clone())
+    }
+
+    /// The LSA the walk will read next (None once it is over).
+    fn position(&self) -> Option<u64> {
+        self.walker.position().map(|l| l.to_key())
+    }
+
+    /// Encrypted page runs skipped so far.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        skipped_list(py, &self.walker.skipped)
+    }
+
+    fn end_lsa(&self) -> Option<u64> {
+        self.walker.end_lsa.map(|l| l.to_key())
+    }
+
+    fn end_reason(&self) -> Option<&'static str> {
+        self.walker.end_reason.map(|r| r.as_str())
+    }
+}
+
+/// Iterates over batches of change events.
+#[pyclass(module = "walcdc._native")]
+pub(crate) struct ChangeBatches {
+    pub(crate) reader: ChangeReader,
+    pub(crate) builder: ChangesBuilder,
+    pub(crate) batch_size: usize,
+}
+
+/// What a change stream knows at a record boundary (catalog and open transactions), to start
+/// another stream there without reading the log before it.
+#[pyclass(name = "ReaderState", module = "walcdc._native", frozen)]
+pub(crate) struct PyReaderState {
+    pub(crate) inner: ReaderState,
+}
+
+#[pymethods]
+impl PyReaderState {
+    /// The LSA (u64) of the first record a stream started from this state reads.
+    #[getter]
+    fn position(&self) -> u64 {
+        self.inner.position().to_key()
+    }
+
+    #[getter]
+    fn open_transactions(&self) -> usize {
+        self.inner.open_transactions()
+    }
+
+    #[getter]
+    fn buffered_events(&self) -> usize {
+        self.inner.buffered_events()
+    }
+}
+
+#[pymethods]
+impl ChangeBatches {
+    /// The reader's state once every event made so far was read (see `ReaderState`).
+    fn state(&self, py: Python<'_>) -> PyResult<PyReaderState> {
+        self.reader.state().map(|inner| PyReaderState { inner }).map_err(|e| to_py(py, e))
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let (reader, builder, n) = (&mut self.reader, &mut self.builder, self.batch_size);
+        match py.detach(|| next_changes_batch(reader, builder, n)) {
+            Ok(Some(b)) => Ok(Some(Batch::new(b))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    fn schema(&self) -> Schema {
+        Schema::new(changes_schema())
+    }
+
+    /// `(db_creation, restart_lsa, last_commit_lsa, txn_offset, position, engine)` for resuming after what was
+    /// read so far.
+    fn cursor(&self) -> CursorTuple {
+        cursor_tuple(&self.reader.cursor())
+    }
+
+    fn is_done(&self) -> bool {
+        self.reader.is_done()
+    }
+
+    /// Encrypted page runs skipped so far.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        skipped_list(py, self.reader.skipped())
+    }
+
+    /// Transactions still open at the end of the stream.
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        pending_list(py, self.reader.pending())
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats_dict(py, &self.reader.stats)
+    }
+}
