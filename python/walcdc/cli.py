@@ -144,7 +144,7 @@ _progress = click.option(
 def inspect(paths, sample, stats, start, end, on_encrypted, progress) -> None:
     """Volumes, page ranges and records of a log set (a directory or volume files)."""
     log = _open(_paths(paths, sample))
-    info = log._native.header_info()
+    info = log.header()
     click.echo(
         f"log set: {info.get('prefix', '?')}  page size {info['page_size']} B  "
         f"db_creation {info['db_creation']}  release {info.get('release', '?')}"
@@ -469,7 +469,7 @@ def extract(
         on_encrypted=on_encrypted,
         redact=not no_redact,
     )
-    info = log._native.header_info()
+    info = log.header()
     with _Progress(info, progress, "extracting") as bar:
         result = write_stream(
             stream,

@@ -38,6 +38,12 @@ class LogSet:
             f"{h['page_size']} B pages>"
         )
 
+    def header(self) -> Dict[str, Any]:
+        """What the volume headers say, without reading further: page size, ``db_creation``,
+        release, database ``prefix``, volumes and archives with their page ranges, the header's
+        append LSA, checkpoint and ``is_shutdown``. :meth:`info` adds what a walk finds."""
+        return dict(self._native.header_info())
+
     def info(self) -> Dict[str, Any]:
         """Page size, db_creation, release, volumes and archives with their page ranges, first and
         last record LSA, the end of the log (found by walking, so it is right after a crash too),

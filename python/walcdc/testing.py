@@ -26,47 +26,8 @@ from walcdc import oid as _oid
 
 __all__ = ["LogWriter", "RECORD_TYPES", "type_number"]
 
-#: Record type numbers by name (`LOG_RECTYPE`).
-RECORD_TYPES: Dict[str, int] = {
-    "LOG_UNDOREDO_DATA": 2,
-    "LOG_UNDO_DATA": 3,
-    "LOG_REDO_DATA": 4,
-    "LOG_DBEXTERN_REDO_DATA": 5,
-    "LOG_POSTPONE": 6,
-    "LOG_RUN_POSTPONE": 7,
-    "LOG_COMPENSATE": 8,
-    "LOG_COMMIT_WITH_POSTPONE": 14,
-    "LOG_COMMIT_WITH_POSTPONE_OBSOLETE": 15,
-    "LOG_COMMIT": 17,
-    "LOG_SYSOP_START_POSTPONE": 18,
-    "LOG_SYSOP_END": 20,
-    "LOG_ABORT": 22,
-    "LOG_START_CHKPT": 25,
-    "LOG_END_CHKPT": 26,
-    "LOG_SAVEPOINT": 27,
-    "LOG_2PC_PREPARE": 28,
-    "LOG_2PC_START": 29,
-    "LOG_2PC_COMMIT_DECISION": 30,
-    "LOG_2PC_ABORT_DECISION": 31,
-    "LOG_2PC_COMMIT_INFORM_PARTICPS": 32,
-    "LOG_2PC_ABORT_INFORM_PARTICPS": 33,
-    "LOG_2PC_RECV_ACK": 34,
-    "LOG_END_OF_LOG": 35,
-    "LOG_DUMMY_HEAD_POSTPONE": 36,
-    "LOG_DUMMY_CRASH_RECOVERY": 37,
-    "LOG_REPLICATION_DATA": 39,
-    "LOG_REPLICATION_STATEMENT": 40,
-    "LOG_DIFF_UNDOREDO_DATA": 43,
-    "LOG_DUMMY_HA_SERVER_STATE": 44,
-    "LOG_DUMMY_OVF_RECORD": 45,
-    "LOG_MVCC_UNDOREDO_DATA": 46,
-    "LOG_MVCC_UNDO_DATA": 47,
-    "LOG_MVCC_REDO_DATA": 48,
-    "LOG_MVCC_DIFF_UNDOREDO_DATA": 49,
-    "LOG_SYSOP_ATOMIC_START": 50,
-    "LOG_DUMMY_GENERIC": 51,
-    "LOG_SUPPLEMENTAL_INFO": 52,
-}
+#: Record type numbers by name (`LOG_RECTYPE`), from the core's record-type table.
+RECORD_TYPES: Dict[str, int] = {name: number for number, name in _native.record_types()}
 
 
 def type_number(rectype: Union[int, str]) -> int:
@@ -138,11 +99,13 @@ class LogWriter:
 
 # --- workloads: transactions written the way CUBRID logs them, with the changes they make ---
 
-RVHF_MVCC_INSERT = 43
-RVHF_MVCC_DELETE_REC_HOME = 44
-RVHF_UPDATE_NOTIFY_VACUUM = 49
+#: Recovery index numbers by name, and supplemental record kinds, from the core's tables.
+RCV_INDEXES: Dict[str, int] = {name: number for number, name in _native.rcv_indexes()}
+RVHF_MVCC_INSERT = RCV_INDEXES["RVHF_MVCC_INSERT"]
+RVHF_MVCC_DELETE_REC_HOME = RCV_INDEXES["RVHF_MVCC_DELETE_REC_HOME"]
+RVHF_UPDATE_NOTIFY_VACUUM = RCV_INDEXES["RVHF_UPDATE_NOTIFY_VACUUM"]
 REC_HOME = 2
-SUPPLEMENT = {"tran_user": 0, "undo_record": 1, "ddl": 2, "insert": 3, "update": 4, "delete": 5}
+SUPPLEMENT = {name.lower(): number for number, name in _native.supplement_types()}
 SYSOP_END_ABORT = 1
 
 
