@@ -402,21 +402,22 @@ impl Catalog {
     pub fn add_columns(&mut self, oid: Oid, name: &str, repid: Option<i32>, columns: Vec<UserColumn>) {
         let mut cols: Vec<(usize, UserColumn)> = columns.into_iter().enumerate().collect();
         cols.sort_by_key(|(i, c)| std::cmp::Reverse((c.def_order, *i as i32)));
-        let attr = |(i, c): (usize, UserColumn)| Attribute {
-            id: i as i32,
-            name: c.name,
-            def_order: c.def_order,
-            domain: c.domain,
-            primary_key: c.primary_key,
-            default_value: None,
-        };
-        let (mut fixed, var): (Vec<_>, Vec<_>) =
-            cols.into_iter().partition(|(_, c)| !row::is_variable_type(c.domain.db_type));
-        fixed.sort_by_key(|(_, c)| {
-            (std::cmp::Reverse(row::type_alignment(c.domain.db_type)), row::fixed_disk_size(&c.domain).unwrap_or(0))
-        });
-        let (n_fixed, n_var) = (fixed.len(), var.len());
-        let attributes: Vec<Attribute> = fixed.into_iter().chain(var).map(attr).collect();
+        let domains: Vec<_> = cols.iter().map(|(_, c)| c.domain.clone()).collect();
+        let n_fixed = domains.iter().filter(|d| !row::is_variable_type(d.db_type)).count();
+        let n_var = domains.len() - n_fixed;
+        let mut slots: Vec<Option<(usize, UserColumn)>> = cols.into_iter().map(Some).collect();
+        let attributes: Vec<Attribute> = schema::storage_order(&domains)
+            .into_iter()
+            .filter_map(|k| slots[k].take())
+            .map(|(i, c)| Attribute {
+                id: i as i32,
+                name: c.name,
+                def_order: c.def_order,
+                domain: c.domain,
+                primary_key: c.primary_key,
+                default_value: None,
+            })
+            .collect();
         let rid = repid.unwrap_or(ANY_REPID);
         let mut representations = HashMap::new();
         representations.insert(rid, Representation { repid: rid, attributes, n_fixed, n_var });

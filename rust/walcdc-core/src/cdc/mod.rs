@@ -5,4 +5,7 @@
 pub mod catalog;
 pub mod changes;
 pub mod chase;
+pub mod event;
 pub mod redact;
+pub mod spill;
+pub mod txn;

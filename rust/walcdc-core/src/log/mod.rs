@@ -3,5 +3,6 @@
 
 pub mod logset;
 pub mod payload;
+pub mod positions;
 pub mod record;
 pub mod walker;

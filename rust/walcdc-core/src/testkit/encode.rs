@@ -959,21 +959,7 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
     Ok(r)
 }
 
-/// Storage order of a new representation (log format §8.3 rules 1–3): `candidates` are the
-/// previous representation's attributes in storage order followed by the added ones (for CREATE
-/// TABLE: the columns in reverse definition order); returns their indexes with the fixed-width
-/// ones first, stable-sorted by alignment (descending) and disk size (ascending), then the
-/// variable-width ones in the given order.
-pub fn storage_order(candidates: &[Domain]) -> Vec<usize> {
-    let (mut fixed, var): (Vec<usize>, Vec<usize>) =
-        (0..candidates.len()).partition(|&i| !row::is_variable_type(candidates[i].db_type));
-    fixed.sort_by_key(|&i| {
-        let d = &candidates[i];
-        (Reverse(row::type_alignment(d.db_type)), row::fixed_disk_size(d).unwrap_or(0))
-    });
-    fixed.extend(var);
-    fixed
-}
+pub use crate::schema::storage_order;
 
 pub use crate::schema::db_type_from_name;
 

@@ -1,0 +1,314 @@
+//! Change events and the options of a change stream: what an event is, what a reader is
+//! asked for, and where a stream stands (cursor, pending transactions).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::catalog::{self, KeyMode};
+use crate::chase::Image;
+use crate::error::{LogError, Result};
+use crate::lsa::Lsa;
+use crate::record::Record;
+use crate::supplemental::{DdlSupplement, Oid};
+use crate::walker::OnEncrypted;
+
+/// What an event is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Insert,
+    Update,
+    Delete,
+    Ddl,
+    Commit,
+    Abort,
+    Timer,
+}
+
+impl Op {
+    pub const ALL: [Op; 7] = [Op::Insert, Op::Update, Op::Delete, Op::Ddl, Op::Commit, Op::Abort, Op::Timer];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Insert => "insert",
+            Op::Update => "update",
+            Op::Delete => "delete",
+            Op::Ddl => "ddl",
+            Op::Commit => "commit",
+            Op::Abort => "abort",
+            Op::Timer => "timer",
+        }
+    }
+
+    pub fn index(self) -> u8 {
+        Op::ALL.iter().position(|&o| o == self).unwrap() as u8
+    }
+
+    pub fn parse(s: &str) -> Result<Op> {
+        Op::ALL
+            .iter()
+            .copied()
+            .find(|o| o.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| LogError::InvalidArgument { msg: format!("unknown operation {s:?}") })
+    }
+}
+
+/// Which row images an event carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ImageMode {
+    /// No images (identities only: class, row OID, LSAs).
+    Id,
+    Before,
+    After,
+    #[default]
+    Full,
+}
+
+impl ImageMode {
+    /// Whether the mode keeps the (before, after) images.
+    pub fn images(self) -> (bool, bool) {
+        match self {
+            ImageMode::Id => (false, false),
+            ImageMode::Before => (true, false),
+            ImageMode::After => (false, true),
+            ImageMode::Full => (true, true),
+        }
+    }
+}
+
+impl std::str::FromStr for ImageMode {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<ImageMode> {
+        match s {
+            "id" => Ok(ImageMode::Id),
+            "before" => Ok(ImageMode::Before),
+            "after" => Ok(ImageMode::After),
+            "full" => Ok(ImageMode::Full),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the image mode must be \"id\", \"before\", \"after\" or \"full\", not {s:?}"),
+            }),
+        }
+    }
+}
+
+/// One change event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The supplemental (or commit/abort/timer) record that produced the event.
+    pub lsa: Lsa,
+    /// The volume holding that record.
+    pub vol: u16,
+    pub trid: i32,
+    pub op: Op,
+    pub trigger: bool,
+    pub user: Option<Arc<str>>,
+    pub class_oid: Option<Oid>,
+    pub row_oid: Option<Oid>,
+    pub before: Option<Image>,
+    pub after: Option<Image>,
+    pub ddl: Option<DdlSupplement>,
+    /// Commit/abort/timer wall-clock time (seconds).
+    pub time: Option<i64>,
+    /// Why the images are missing (with `on_error = skip`).
+    pub error: Option<String>,
+    /// Set when the event is emitted by the committed-only stream.
+    pub commit_lsa: Option<Lsa>,
+    pub commit_time: Option<i64>,
+    /// Position inside its transaction (0, 1, ...), among the events emitted for it.
+    pub txn_seq: u32,
+    /// Typed values, filled when the event is emitted (schemas as of that point of the log).
+    pub typed: Option<Typed>,
+}
+
+/// What the schema catalog made of an event's images.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Typed {
+    /// Table name (owner-qualified as stored) at the time of the change.
+    pub table: Option<String>,
+    /// The partition the row lives in, when the event is reported under its partitioned table
+    /// (whose OID then replaces the partition's in `class_oid`, as in CUBRID's CDC).
+    pub partition_oid: Option<Oid>,
+    pub root_oid: Option<Oid>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// Columns whose value differs between before and after (updates).
+    pub changed_columns: Option<Vec<String>>,
+    /// The primary-key columns of the row (of `after`, or `before` for a delete) as JSON.
+    pub key: Option<String>,
+    /// Why an image could not be decoded (unknown schema, corrupt row).
+    pub decode_error: Option<String>,
+}
+
+impl Event {
+    pub(crate) fn at(rec: &Record, op: Op) -> Event {
+        let mut e = Event::new(rec.lsa, rec.trid, op);
+        e.vol = rec.vol;
+        e
+    }
+
+    pub(crate) fn new(lsa: Lsa, trid: i32, op: Op) -> Event {
+        Event {
+            lsa,
+            vol: 0,
+            trid,
+            op,
+            trigger: false,
+            user: None,
+            class_oid: None,
+            row_oid: None,
+            before: None,
+            after: None,
+            ddl: None,
+            time: None,
+            error: None,
+            commit_lsa: None,
+            commit_time: None,
+            txn_seq: 0,
+            typed: None,
+        }
+    }
+
+    /// Approximate bytes an event holds in memory.
+    pub(crate) fn weight(&self) -> usize {
+        std::mem::size_of::<Event>()
+            + self.before.as_ref().map_or(0, |i| i.row.len())
+            + self.after.as_ref().map_or(0, |i| i.row.len())
+            + self.ddl.as_ref().map_or(0, |d| d.statement.len())
+            + self.error.as_ref().map_or(0, |e| e.len())
+    }
+}
+
+/// The resume point of a stream: restart the walk at `restart_lsa` (the first record of the
+/// oldest transaction still open) and skip every commit at or before `last_commit_lsa`.
+/// `txn_offset` events of the next committed transaction were already emitted (a stream can
+/// stop in the middle of a large transaction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor {
+    pub db_creation: i64,
+    pub restart_lsa: Lsa,
+    pub last_commit_lsa: Option<Lsa>,
+    pub txn_offset: u32,
+    /// Where the previous stream stopped reading: markers (abort, timer) and, in the
+    /// engine-compatible stream, every event before it were already emitted.
+    pub position: Lsa,
+    /// The cursor of an engine-compatible stream (`committed_only = false`).
+    pub engine: bool,
+}
+
+/// A transaction still open where the stream ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub trid: i32,
+    pub first_lsa: Lsa,
+    pub last_lsa: Lsa,
+    /// Events buffered for it (before any undone range is applied).
+    pub events: u64,
+    pub user: Option<Arc<str>>,
+    /// `LOG_COMMIT_WITH_POSTPONE` was written: the transaction is durable and recovery will
+    /// complete its commit.
+    pub committed_with_postpone: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnError {
+    #[default]
+    Raise,
+    /// Emit the event without images, with the reason in `error`.
+    Skip,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<OnError> {
+        match s {
+            "raise" => Ok(OnError::Raise),
+            "skip" => Ok(OnError::Skip),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the error policy must be \"raise\" or \"skip\", not {s:?}"),
+            }),
+        }
+    }
+}
+
+/// Which DDL events a table filter keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DdlScope {
+    /// DDL on the tables the filter selects (table-less DDL such as `CREATE SERIAL` or
+    /// `CREATE USER` only when no table filter is given).
+    #[default]
+    Matching,
+    /// DDL on the selected tables and every table-less DDL.
+    All,
+}
+
+impl std::str::FromStr for DdlScope {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<DdlScope> {
+        match s {
+            "matching" => Ok(DdlScope::Matching),
+            "all" => Ok(DdlScope::All),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the DDL scope must be \"matching\" or \"all\", not {s:?}"),
+            }),
+        }
+    }
+}
+
+/// What `read_changes` reads and how.
+#[derive(Clone, Debug)]
+pub struct ChangeOptions {
+    pub start: Option<Lsa>,
+    pub end: Option<Lsa>,
+    /// Committed work only, in commit order (default); otherwise CUBRID's own CDC stream.
+    pub committed_only: bool,
+    pub mode: ImageMode,
+    /// Only these classes (CDC OID packing); `None` = all.
+    pub tables: Option<HashSet<u64>>,
+    pub exclude_tables: HashSet<u64>,
+    /// Only these users (compared case-insensitively); `None` = all.
+    pub users: Option<Vec<String>>,
+    /// Only these operations; `None` = insert, update, delete, ddl (plus commit, abort and
+    /// timer markers in the engine-compatible stream).
+    pub ops: Option<HashSet<Op>>,
+    pub include_trigger: bool,
+    pub cursor: Option<Cursor>,
+    /// Buffered events past this many bytes spill to a temporary file.
+    pub memory_limit: usize,
+    pub on_error: OnError,
+    pub on_encrypted: OnEncrypted,
+    /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
+    /// is filled either way.
+    pub decode: bool,
+    /// The keys of typed rows' JSON: names then, names now, or attribute ids.
+    pub keys: KeyMode,
+    /// Which DDL a table filter keeps.
+    pub include_ddl: DdlScope,
+    /// Replace passwords in DDL statements with `***`.
+    pub redact: bool,
+    /// Schemas of tables whose class records are not in the log (a schema file).
+    pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
+}
+
+impl Default for ChangeOptions {
+    fn default() -> Self {
+        ChangeOptions {
+            start: None,
+            end: None,
+            committed_only: true,
+            mode: ImageMode::Full,
+            tables: None,
+            exclude_tables: HashSet::new(),
+            users: None,
+            ops: None,
+            include_trigger: true,
+            cursor: None,
+            memory_limit: 256 << 20,
+            on_error: OnError::Raise,
+            on_encrypted: OnEncrypted::Raise,
+            decode: true,
+            keys: KeyMode::NameThen,
+            include_ddl: DdlScope::Matching,
+            redact: true,
+            user_schemas: Vec::new(),
+        }
+    }
+}

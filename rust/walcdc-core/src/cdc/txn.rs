@@ -1,0 +1,119 @@
+//! Transaction assembly: an open transaction's events, undone ranges (partial rollbacks) and
+//! staged class changes, and the rule that decides which events a rollback undid.
+
+use std::io::BufWriter;
+use std::sync::Arc;
+
+use crate::catalog::ClassChange;
+use crate::changes::Event;
+use crate::lsa::Lsa;
+
+/// Events of one transaction that did not fit the memory bound, in a temporary file.
+pub(crate) struct Spill {
+    pub(crate) file: BufWriter<std::fs::File>,
+    pub(crate) count: u64,
+}
+
+/// One open transaction.
+pub(crate) struct Txn {
+    pub(crate) first_lsa: Lsa,
+    pub(crate) last_lsa: Lsa,
+    pub(crate) user: Option<Arc<str>>,
+    pub(crate) events: Vec<Event>,
+    pub(crate) bytes: usize,
+    pub(crate) spill: Option<Spill>,
+    /// Ranges of this transaction's LSAs undone by partial rollbacks: `(lo, hi)` exclusive,
+    /// `lo = NULL` for "from the transaction's start".
+    pub(crate) undone: Vec<(Lsa, Lsa)>,
+    pub(crate) mvcc_dml: bool,
+    pub(crate) committed_with_postpone: bool,
+    /// Engine-compatible stream: CUBRID's producer ignores this transaction (it aborted before
+    /// its user could be learned).
+    pub(crate) ignored: bool,
+    /// Class records this transaction wrote; they take effect when it commits.
+    pub(crate) class_changes: Vec<ClassChange>,
+}
+
+impl Txn {
+    pub(crate) fn new(lsa: Lsa) -> Txn {
+        Txn {
+            first_lsa: lsa,
+            last_lsa: lsa,
+            user: None,
+            events: Vec::new(),
+            bytes: 0,
+            spill: None,
+            undone: Vec::new(),
+            mvcc_dml: false,
+            committed_with_postpone: false,
+            ignored: false,
+            class_changes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn event_count(&self) -> u64 {
+        self.events.len() as u64 + self.spill.as_ref().map_or(0, |s| s.count)
+    }
+
+    /// A copy, if all its events are in memory.
+    pub(crate) fn snapshot(&self) -> Option<Txn> {
+        if self.spill.is_some() {
+            return None;
+        }
+        Some(Txn {
+            first_lsa: self.first_lsa,
+            last_lsa: self.last_lsa,
+            user: self.user.clone(),
+            events: self.events.clone(),
+            bytes: self.bytes,
+            spill: None,
+            undone: self.undone.clone(),
+            mvcc_dml: self.mvcc_dml,
+            committed_with_postpone: self.committed_with_postpone,
+            ignored: self.ignored,
+            class_changes: self.class_changes.clone(),
+        })
+    }
+}
+
+pub(crate) fn merge_ranges(mut r: Vec<(Lsa, Lsa)>) -> Vec<(Lsa, Lsa)> {
+    // A range must end after it starts (a hostile compensation could say otherwise).
+    r.retain(|(lo, hi)| lo.is_null() || lo < hi);
+    // NULL (from the start) sorts first once mapped to the smallest LSA.
+    for x in r.iter_mut() {
+        if x.0.is_null() {
+            x.0 = Lsa::new(i64::MIN >> 16, i16::MIN);
+        }
+    }
+    r.sort();
+    let mut out: Vec<(Lsa, Lsa)> = Vec::with_capacity(r.len());
+    for (lo, hi) in r {
+        match out.last_mut() {
+            Some(last) if lo <= last.1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+pub(crate) fn undone(ranges: &[(Lsa, Lsa)], lsa: Lsa) -> bool {
+    let i = ranges.partition_point(|r| r.1 <= lsa);
+    ranges.get(i).is_some_and(|r| r.0 < lsa && lsa < r.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undone_ranges_merge_and_test_exclusively() {
+        let l = |p, o| Lsa::new(p, o);
+        let r = merge_ranges(vec![(l(5, 0), l(9, 0)), (Lsa::NULL, l(2, 0)), (l(8, 0), l(12, 0))]);
+        assert_eq!(r.len(), 2);
+        assert!(undone(&r, l(1, 0)));
+        assert!(!undone(&r, l(2, 0)));
+        assert!(!undone(&r, l(5, 0)));
+        assert!(undone(&r, l(11, 8)));
+        assert!(!undone(&r, l(12, 0)));
+    }
+}
