@@ -144,6 +144,16 @@ def test_committed_stream_equals_model_and_resumes_exactly(spec, data):
         state = first.state()
         assert state.position == cut
         assert a + rows(walcdc.read_changes(log, state=state)) == got
+        # ... also through bytes; damaged bytes are refused or read without crashing.
+        raw = state.to_bytes()
+        assert a + rows(walcdc.read_changes(log, state=walcdc.ReaderState.from_bytes(raw))) == got
+        at = data.draw(st.integers(0, len(raw) - 1))
+        flipped = raw[:at] + bytes([raw[at] ^ data.draw(st.integers(1, 255))]) + raw[at + 1 :]
+        for damaged in (raw[:at], flipped):
+            try:
+                rows(walcdc.read_changes(log, state=walcdc.ReaderState.from_bytes(damaged)))
+            except walcdc.LogError:
+                pass  # refused, or read and found wanting: never a crash
 
         # Stop between two batches, even inside a transaction, and resume.
         n = data.draw(st.integers(1, 7))

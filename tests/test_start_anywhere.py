@@ -4,6 +4,8 @@ its start (pages fetched are counted by the log set)."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 import walcdc
@@ -74,3 +76,44 @@ def test_state_arguments(p4k_lsas):
     part.read_next_batch()
     with pytest.raises(walcdc.InvalidArgumentError, match="read the events"):
         part.state()
+
+
+def test_state_as_bytes_and_pickled(p4k_lsas):
+    log = walcdc.open_log(fixture_dir("p4k"))
+    cut = next(x for x in p4k_lsas if x > L.parse("4100|0"))
+    head = walcdc.read_changes(log, end=cut)
+    head.read_all()
+    state = head.state()
+    want = walcdc.read_changes(log, state=state).read_all()
+    data = state.to_bytes()
+    again = walcdc.ReaderState.from_bytes(data)
+    assert (again.position, again.open_transactions, again.buffered_events) == (
+        state.position,
+        state.open_transactions,
+        state.buffered_events,
+    )
+    assert walcdc.read_changes(log, state=again).read_all() == want
+    shipped = pickle.loads(pickle.dumps(state))
+    assert walcdc.read_changes(log, state=shipped).read_all() == want
+    # A state belongs to its database.
+    with pytest.raises(walcdc.InvalidArgumentError, match="another database"):
+        walcdc.read_changes(fixture_dir("p16k"), state=again)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b"",
+        lambda b: b[:8],
+        lambda b: b[:-1],
+        lambda b: b + b"\0",
+        lambda b: b"WALCDCRS\x09\x00" + b[10:],
+        lambda b: b"not a state at all",
+    ],
+)
+def test_damaged_state_bytes_are_refused(p4k_lsas, damage):
+    log = walcdc.open_log(fixture_dir("p4k"))
+    head = walcdc.read_changes(log, end=p4k_lsas[2000])
+    head.read_all()
+    with pytest.raises(walcdc.InvalidArgumentError, match="not a walcdc reader state"):
+        walcdc.ReaderState.from_bytes(damage(head.state().to_bytes()))

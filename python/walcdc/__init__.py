@@ -9,7 +9,7 @@ True
 """
 
 from walcdc import lsa, oid, samples
-from walcdc._native import __version__
+from walcdc._native import ReaderState, __version__
 from walcdc.changes import ChangeStream, Cursor, read_changes
 from walcdc.errors import (
     BadHeaderError,
@@ -35,6 +35,7 @@ __all__ = [
     "read_table_changes",
     "ChangeStream",
     "Cursor",
+    "ReaderState",
     "LogSet",
     "lsa",
     "oid",

@@ -3,7 +3,7 @@
 
 use arrow_schema::SchemaRef;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use walcdc_core::changes::{ChangeReader, ReaderState};
 use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
@@ -93,6 +93,40 @@ impl PyReaderState {
     #[getter]
     fn buffered_events(&self) -> usize {
         self.inner.buffered_events()
+    }
+
+    #[getter]
+    fn db_creation(&self) -> i64 {
+        self.inner.db_creation()
+    }
+
+    /// The state as bytes (`ReaderState.from_bytes` reads them back).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let bytes = py.detach(|| self.inner.to_bytes());
+        PyBytes::new(py, &bytes)
+    }
+
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<PyReaderState> {
+        py.detach(|| ReaderState::from_bytes(data)).map(|inner| PyReaderState { inner }).map_err(|e| to_py(py, e))
+    }
+
+    /// Pickling (Spark ships states to its executors this way).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let py = slf.py();
+        let from_bytes = slf.get_type().getattr("from_bytes")?;
+        Ok((from_bytes, (slf.borrow().to_bytes(py),)))
+    }
+
+    fn __repr__(&self) -> String {
+        let p = self.inner.position();
+        format!(
+            "ReaderState(position={}|{}, open_transactions={}, buffered_events={})",
+            p.pageid,
+            p.offset,
+            self.inner.open_transactions(),
+            self.inner.buffered_events()
+        )
     }
 }
 

@@ -20,7 +20,7 @@ use crate::schema::{self, Attribute, ClassSchema, Representation};
 use crate::supplemental::Oid;
 
 /// A change to a class that a transaction made.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum ClassChange {
     Upsert(Box<ClassSchema>),
     Drop(Oid),
@@ -55,7 +55,7 @@ fn overflow_record(page: &dyn Fn(Vpid) -> Option<Vec<u8>>, first: Vpid) -> Optio
 ///
 /// Memory stays bounded: overflow page images are kept only while their transaction is open,
 /// and afterwards only for the pages of class records.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClassTracker {
     /// New-home slot → home slot (the class OID).
     home_of: HashMap<Oid, Oid>,
@@ -312,7 +312,7 @@ impl std::str::FromStr for KeyMode {
 }
 
 /// Classes known to a stream.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
     classes: HashMap<Oid, ClassSchema>,
     /// Partition class → its partitioned (root) class.

@@ -28,6 +28,7 @@ use crate::walker::{OnEncrypted, Walker};
 /// before it except by random access (chases), however long the log before it is. The events
 /// it holds were filtered and imaged with the options of the reader that made it: give the
 /// new reader the same options.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ReaderState {
     position: Lsa,
     db_creation: i64,
@@ -63,7 +64,48 @@ impl Clone for ReaderState {
     }
 }
 
+/// The first bytes of a serialized reader state, and its format version.
+const STATE_MAGIC: &[u8; 8] = b"WALCDCRS";
+const STATE_VERSION: u16 = 1;
+
 impl ReaderState {
+    /// The state as bytes (to ship to another process, or keep beside a cursor).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.buffered_events() * 64);
+        out.extend_from_slice(STATE_MAGIC);
+        out.extend_from_slice(&STATE_VERSION.to_le_bytes());
+        // Serializing plain data into a Vec cannot fail.
+        postcard::to_io(self, &mut out).expect("a reader state serializes");
+        out
+    }
+
+    /// A state from [`ReaderState::to_bytes`]. Bytes of another kind or version are an
+    /// `InvalidArgument` error; nothing in them is trusted for an allocation size.
+    pub fn from_bytes(bytes: &[u8]) -> Result<ReaderState> {
+        let bad = |why: String| LogError::InvalidArgument { msg: format!("not a walcdc reader state: {why}") };
+        let body = bytes.strip_prefix(STATE_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic".into()))?;
+        let (version, body) = body.split_at_checked(2).ok_or_else(|| bad("truncated".into()))?;
+        let version = u16::from_le_bytes([version[0], version[1]]);
+        if version != STATE_VERSION {
+            return Err(bad(format!("format version {version}, this walcdc reads {STATE_VERSION}")));
+        }
+        let (mut state, rest): (ReaderState, &[u8]) =
+            postcard::take_from_bytes(body).map_err(|e| bad(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(bad(format!("{} bytes after the state", rest.len())));
+        }
+        // Memory accounting is recomputed, not taken from the bytes.
+        for t in state.txns.values_mut() {
+            t.bytes = t.events.iter().map(Event::weight).sum();
+        }
+        Ok(state)
+    }
+
+    /// The database (`db_creation`) the state belongs to.
+    pub fn db_creation(&self) -> i64 {
+        self.db_creation
+    }
+
     /// The first record a reader built from this state reads.
     pub fn position(&self) -> Lsa {
         self.position

@@ -19,7 +19,7 @@ const RVOVF_CHANGE_LINK: i32 = 57;
 const MAX_OPERATION_STEPS: usize = 1 << 16;
 
 /// A heap record image: its slot record type and the record bytes (header included).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Image {
     /// `REC_HOME`, `REC_NEWHOME`, ...; `REC_BIGONE` for a row reassembled from overflow pages.
     pub rec_type: i16,

@@ -13,7 +13,7 @@ use crate::supplemental::{DdlSupplement, Oid};
 use crate::walker::OnEncrypted;
 
 /// What an event is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     Insert,
     Update,
@@ -91,7 +91,7 @@ impl std::str::FromStr for ImageMode {
 }
 
 /// One change event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Event {
     /// The supplemental (or commit/abort/timer) record that produced the event.
     pub lsa: Lsa,
@@ -120,7 +120,7 @@ pub struct Event {
 }
 
 /// What the schema catalog made of an event's images.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Typed {
     /// Table name (owner-qualified as stored) at the time of the change.
     pub table: Option<String>,

@@ -15,12 +15,15 @@ pub(crate) struct Spill {
 }
 
 /// One open transaction.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct Txn {
     pub(crate) first_lsa: Lsa,
     pub(crate) last_lsa: Lsa,
     pub(crate) user: Option<Arc<str>>,
     pub(crate) events: Vec<Event>,
     pub(crate) bytes: usize,
+    /// Never part of a reader state (`ChangeReader::state` refuses spilled transactions).
+    #[serde(skip)]
     pub(crate) spill: Option<Spill>,
     /// Ranges of this transaction's LSAs undone by partial rollbacks: `(lo, hi)` exclusive,
     /// `lo = NULL` for "from the transaction's start".

@@ -6,7 +6,7 @@ use std::str::FromStr;
 /// A log address: logical page id (48-bit signed) and area offset (16-bit signed).
 ///
 /// The derived ordering (page id, then offset) is the engine's `operator<`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
 pub struct Lsa {
     pub pageid: i64,
     pub offset: i16,

@@ -95,7 +95,7 @@ pub fn db_type_from_name(name: &str) -> Option<i32> {
 pub const CODESETS: &[(i32, &str)] = &[(0, "ascii"), (2, "binary"), (3, "iso88591"), (4, "euckr"), (5, "utf8")];
 
 /// A column's domain: its type and the parameters that matter for decoding and display.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Domain {
     pub db_type: i32,
     /// Characters for CHAR/VARCHAR/NCHAR/VARNCHAR, bits for BIT/VARBIT, digits for NUMERIC;
@@ -114,7 +114,7 @@ pub struct Domain {
 }
 
 /// One attribute of a representation, in storage order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Attribute {
     /// Stable across ALTER and RENAME COLUMN.
     pub id: i32,
@@ -135,7 +135,7 @@ pub struct Attribute {
 }
 
 /// The layout of rows written with one representation id.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Representation {
     pub repid: i32,
     /// Fixed-width attributes first (`n_fixed` of them), then variable-width ones.
@@ -145,7 +145,7 @@ pub struct Representation {
 }
 
 /// What a class record says about a table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClassSchema {
     pub oid: Oid,
     /// Owner-qualified name as stored (`dba.t_types`).

@@ -14,7 +14,7 @@ pub const TRIGGER_UPDATE: i32 = 7;
 pub const TRIGGER_DELETE: i32 = 8;
 
 /// An object identifier `{pageid, slotid, volid}`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct Oid {
     pub pageid: i32,
     pub slotid: i16,
@@ -80,7 +80,7 @@ pub struct DmlSupplement {
 }
 
 /// A DDL supplemental record (kind 2).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DdlSupplement {
     pub ddl_type: i32,
     pub object_type: i32,
