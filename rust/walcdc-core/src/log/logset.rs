@@ -13,6 +13,7 @@ use crate::error::{LogError, Result};
 use crate::le::{i16_at, i32_at, i64_at, lsa_at};
 use crate::lsa::Lsa;
 use crate::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
+use crate::source::PageSource;
 
 pub const ACTIVE_MAGIC: &[u8] = b"CUBRID/LogActive";
 pub const ARCHIVE_MAGIC: &[u8] = b"CUBRID/LogArchive";
@@ -688,10 +689,7 @@ impl LogSet {
     /// Fetches a page that must be present and readable; every other outcome is an error
     /// naming the page and `lsa` (the address being read).
     pub fn page(&self, pageid: i64, lsa: Lsa) -> Result<Page<'_>> {
-        match self.fetch(pageid) {
-            Fetch::Ok(p) => Ok(p),
-            other => Err(self.fetch_error(other, pageid, lsa)),
-        }
+        PageSource::page(self, pageid, lsa)
     }
 
     /// Turns a failed fetch into the error a caller reports.
@@ -805,6 +803,29 @@ fn infer_archive_page_size(volumes: &[Volume], archives: &[Archive]) -> Result<u
             a.fpageid
         ),
     })
+}
+
+/// The memory-mapped volumes are a page source.
+impl PageSource for LogSet {
+    fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    fn fetch(&self, pageid: i64) -> Fetch<'_> {
+        LogSet::fetch(self, pageid)
+    }
+
+    fn fetch_error(&self, f: Fetch<'_>, pageid: i64, lsa: Lsa) -> LogError {
+        LogSet::fetch_error(self, f, pageid, lsa)
+    }
+
+    fn volume_name(&self, vol: usize) -> &str {
+        LogSet::volume_name(self, vol)
+    }
+
+    fn total_bytes(&self) -> u64 {
+        LogSet::total_bytes(self)
+    }
 }
 
 #[cfg(test)]

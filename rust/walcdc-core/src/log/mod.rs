@@ -5,4 +5,5 @@ pub mod logset;
 pub mod payload;
 pub mod positions;
 pub mod record;
+pub mod source;
 pub mod walker;

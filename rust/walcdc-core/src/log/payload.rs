@@ -6,87 +6,110 @@ use crate::logset::LogSet;
 use crate::page::PAGE_HEADER_SIZE;
 use crate::record::{Payload, Record};
 use crate::rectype::is_diff;
+use crate::source::PageSource;
 
 /// LZ4 cannot expand data by more than this factor; a larger "original length" is a lie.
 const LZ4_MAX_RATIO: u64 = 255;
 /// The largest unzipped payload accepted.
 const MAX_PAYLOAD: u64 = 1 << 30;
 
-impl LogSet {
-    /// The stored bytes of a payload. Borrowed from the mapping when they lie in one page;
-    /// gathered into `scratch` (reused by the caller) when they span pages.
-    pub fn stored_bytes<'s>(&'s self, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
-        let area = self.area_size();
-        let len = p.stored_len as usize;
-        if len == 0 {
-            return Ok(&[]);
-        }
-        let off = p.start.offset as usize;
-        if off + len <= area {
-            let page = self.page(p.start.pageid, p.record)?;
-            let s = PAGE_HEADER_SIZE + off;
-            return Ok(&page.bytes[s..s + len]);
-        }
-        scratch.clear();
-        scratch.reserve(len);
-        let (mut pageid, mut off, mut left) = (p.start.pageid, off, len);
-        while left > 0 {
-            if off == area {
-                pageid += 1;
-                off = 0;
-            }
-            let page = self.page(pageid, p.record)?;
-            let k = left.min(area - off);
-            scratch.extend_from_slice(&page.bytes[PAGE_HEADER_SIZE + off..PAGE_HEADER_SIZE + off + k]);
-            off += k;
-            left -= k;
-        }
-        Ok(&scratch[..])
+/// The stored bytes of a payload. Borrowed from the mapping when they lie in one page;
+/// gathered into `scratch` (reused by the caller) when they span pages.
+pub fn stored_bytes<'s, S: PageSource + ?Sized>(src: &'s S, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
+    let area = src.area_size();
+    let len = p.stored_len as usize;
+    if len == 0 {
+        return Ok(&[]);
     }
-
-    /// The original (uncompressed) length of a payload: its zip prefix, or its stored length.
-    pub fn original_len(&self, p: &Payload) -> Result<u32> {
-        if !p.zipped {
-            return Ok(p.stored_len);
-        }
-        if p.stored_len < 4 {
-            return Err(self.payload_error(p, format!("zipped payload of {} bytes has no length prefix", p.stored_len)));
-        }
-        let mut scratch = Vec::new();
-        let head = Payload { stored_len: 4, zipped: false, ..*p };
-        let b = self.stored_bytes(&head, &mut scratch)?;
-        let orig = u32::from_le_bytes(b[..4].try_into().unwrap());
-        check_zip_prefix(orig as u64, p.stored_len as usize - 4).map_err(|m| self.payload_error(p, m))?;
-        Ok(orig)
+    let off = p.start.offset as usize;
+    if off + len <= area {
+        let page = src.page(p.start.pageid, p.record)?;
+        let s = PAGE_HEADER_SIZE + off;
+        return Ok(&page.bytes[s..s + len]);
     }
-
-    /// A corrupt payload, reported at its record and the record's volume.
-    fn payload_error(&self, p: &Payload, msg: String) -> LogError {
-        LogError::corrupt(self.volume_name(p.record_vol as usize), p.record, format!("payload at {}: {msg}", p.start))
-    }
-
-    /// The payload as the engine meant it: unzipped if zipped. Written into `out`.
-    pub fn payload_into(&self, p: &Payload, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<()> {
-        let bytes = self.stored_bytes(p, scratch)?;
-        out.clear();
-        if p.zipped {
-            unzip_into(bytes, out).map_err(|m| self.payload_error(p, m))
-        } else {
-            out.extend_from_slice(bytes);
-            Ok(())
+    scratch.clear();
+    scratch.reserve(len);
+    let (mut pageid, mut off, mut left) = (p.start.pageid, off, len);
+    while left > 0 {
+        if off == area {
+            pageid += 1;
+            off = 0;
         }
+        let page = src.page(pageid, p.record)?;
+        let k = left.min(area - off);
+        scratch.extend_from_slice(&page.bytes[PAGE_HEADER_SIZE + off..PAGE_HEADER_SIZE + off + k]);
+        off += k;
+        left -= k;
     }
+    Ok(&scratch[..])
+}
 
-    /// The undo and redo images of a record: unzipped, and for DIFF records the redo rebuilt by
-    /// XOR with the undo image.
-    pub fn images(&self, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
-        let mut scratch = Vec::new();
-        self.payload_into(&rec.undo, &mut scratch, undo)?;
-        self.payload_into(&rec.redo, &mut scratch, redo)?;
-        if is_diff(rec.rectype) && rec.redo.zipped {
-            undo_diff(undo, redo);
-        }
+/// The original (uncompressed) length of a payload: its zip prefix, or its stored length.
+pub fn original_len<S: PageSource + ?Sized>(src: &S, p: &Payload) -> Result<u32> {
+    if !p.zipped {
+        return Ok(p.stored_len);
+    }
+    if p.stored_len < 4 {
+        return Err(payload_error(src, p, format!("zipped payload of {} bytes has no length prefix", p.stored_len)));
+    }
+    let mut scratch = Vec::new();
+    let head = Payload { stored_len: 4, zipped: false, ..*p };
+    let b = stored_bytes(src, &head, &mut scratch)?;
+    let orig = u32::from_le_bytes(b[..4].try_into().unwrap());
+    check_zip_prefix(orig as u64, p.stored_len as usize - 4).map_err(|m| payload_error(src, p, m))?;
+    Ok(orig)
+}
+
+/// A corrupt payload, reported at its record and the record's volume.
+fn payload_error<S: PageSource + ?Sized>(src: &S, p: &Payload, msg: String) -> LogError {
+    LogError::corrupt(src.volume_name(p.record_vol as usize), p.record, format!("payload at {}: {msg}", p.start))
+}
+
+/// The payload as the engine meant it: unzipped if zipped. Written into `out`.
+pub fn payload_into<S: PageSource + ?Sized>(
+    src: &S,
+    p: &Payload,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let bytes = stored_bytes(src, p, scratch)?;
+    out.clear();
+    if p.zipped {
+        unzip_into(bytes, out).map_err(|m| payload_error(src, p, m))
+    } else {
+        out.extend_from_slice(bytes);
         Ok(())
+    }
+}
+
+/// The undo and redo images of a record: unzipped, and for DIFF records the redo rebuilt by
+/// XOR with the undo image.
+pub fn images<S: PageSource + ?Sized>(src: &S, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
+    let mut scratch = Vec::new();
+    payload_into(src, &rec.undo, &mut scratch, undo)?;
+    payload_into(src, &rec.redo, &mut scratch, redo)?;
+    if is_diff(rec.rectype) && rec.redo.zipped {
+        undo_diff(undo, redo);
+    }
+    Ok(())
+}
+
+/// The payload functions as methods of the memory-mapped log set.
+impl LogSet {
+    pub fn stored_bytes<'s>(&'s self, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
+        stored_bytes(self, p, scratch)
+    }
+
+    pub fn original_len(&self, p: &Payload) -> Result<u32> {
+        original_len(self, p)
+    }
+
+    pub fn payload_into(&self, p: &Payload, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<()> {
+        payload_into(self, p, scratch, out)
+    }
+
+    pub fn images(&self, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
+        images(self, rec, undo, redo)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::logset::{Absent, Fetch, LogSet, Page};
 use crate::lsa::Lsa;
 use crate::page::PAGE_HEADER_SIZE;
 use crate::rectype::{self, *};
+use crate::source::PageSource;
 
 /// `sizeof(LOG_RECORD_HEADER)`.
 pub const RECORD_HEADER_SIZE: usize = 32;
@@ -226,125 +227,138 @@ pub enum ParseProblem {
     Invalid(String),
 }
 
-impl LogSet {
-    pub(crate) fn fetch_for(&self, pageid: i64, header_page: bool) -> std::result::Result<Page<'_>, ParseProblem> {
-        match self.fetch(pageid) {
-            Fetch::Ok(p) => Ok(p),
-            Fetch::Encrypted(p) => {
-                Err(ParseProblem::Page { pageid, problem: PageProblem::Encrypted { vol: p.vol }, header_page })
-            }
-            Fetch::BadChecksum { page, computed } => Err(ParseProblem::Page {
-                pageid,
-                problem: PageProblem::BadChecksum { vol: page.vol, stored: page.header.checksum, computed },
-                header_page,
-            }),
-            Fetch::Absent(a) => Err(ParseProblem::Page { pageid, problem: PageProblem::Absent(a), header_page }),
+fn fetch_for<S: PageSource + ?Sized>(
+    src: &S,
+    pageid: i64,
+    header_page: bool,
+) -> std::result::Result<Page<'_>, ParseProblem> {
+    match src.fetch(pageid) {
+        Fetch::Ok(p) => Ok(p),
+        Fetch::Encrypted(p) => {
+            Err(ParseProblem::Page { pageid, problem: PageProblem::Encrypted { vol: p.vol }, header_page })
         }
+        Fetch::BadChecksum { page, computed } => Err(ParseProblem::Page {
+            pageid,
+            problem: PageProblem::BadChecksum { vol: page.vol, stored: page.header.checksum, computed },
+            header_page,
+        }),
+        Fetch::Absent(a) => Err(ParseProblem::Page { pageid, problem: PageProblem::Absent(a), header_page }),
+    }
+}
+
+/// Parses the record that starts at `lsa` in any page source, checking every page it occupies (identity,
+/// encryption, checksum) and that its layout ends at its `forw_lsa`.
+pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::Result<Record, ParseProblem> {
+    let area = src.area_size();
+    if lsa.offset < 0
+        || !(lsa.offset as usize).is_multiple_of(ALIGNMENT)
+        || lsa.offset as usize + RECORD_HEADER_SIZE >= area
+    {
+        return Err(ParseProblem::Invalid(format!("offset {} cannot hold a record header", lsa.offset)));
+    }
+    let page = fetch_for(src, lsa.pageid, true)?;
+    let base = PAGE_HEADER_SIZE + lsa.offset as usize;
+    let h = &page.bytes[base..base + RECORD_HEADER_SIZE];
+    let prev_tranlsa = lsa_at(h, 0);
+    let back_lsa = lsa_at(h, 8);
+    let forw_lsa = lsa_at(h, 16);
+    let trid = i32_at(h, 24);
+    let rectype = i32_at(h, 28);
+
+    if rectype == LOG_END_OF_LOG || forw_lsa.is_null() {
+        if page.archived {
+            return Err(ParseProblem::ArchivedMarker);
+        }
+        return Err(if rectype == LOG_END_OF_LOG { ParseProblem::EndMarker } else { ParseProblem::NullForward });
+    }
+    let Some(dh_len) = data_header_size(rectype) else {
+        return Err(ParseProblem::Invalid(format!("unknown record type {rectype}")));
+    };
+    if forw_lsa <= lsa {
+        return Err(ParseProblem::Invalid(format!("forw_lsa {forw_lsa} does not lie after the record")));
     }
 
-    /// Parses the record that starts at `lsa`, checking every page it occupies (identity,
-    /// encryption, checksum) and that its layout ends at its `forw_lsa`.
+    let mut pos = layout::align(Pos { pageid: lsa.pageid, off: lsa.offset as usize + RECORD_HEADER_SIZE }, area);
+    let mut dh = [0u8; MAX_DATA_HEADER];
+    // Highest page verified so far; payload pages after it are fetched (and so checked).
+    let mut checked = lsa.pageid;
+    if dh_len > 0 {
+        pos = layout::advance_if_not_fit(pos, dh_len, area);
+        let dpage = if pos.pageid == lsa.pageid { page } else { fetch_for(src, pos.pageid, false)? };
+        checked = pos.pageid;
+        let s = PAGE_HEADER_SIZE + pos.off;
+        dh[..dh_len].copy_from_slice(&dpage.bytes[s..s + dh_len]);
+        pos = layout::align(Pos { pageid: pos.pageid, off: pos.off + dh_len }, area);
+    }
+
+    let (u_raw, r_raw) = raw_payload_lengths(rectype, &dh[..dh_len]);
+    let zips = may_zip(rectype);
+    let stored = |raw: u32| -> std::result::Result<(u32, bool), ParseProblem> {
+        if zips && raw & ZIP_BIT != 0 {
+            Ok((raw & !ZIP_BIT, true))
+        } else if raw & ZIP_BIT != 0 {
+            Err(ParseProblem::Invalid(format!("negative payload length {}", raw as i32)))
+        } else {
+            Ok((raw, false))
+        }
+    };
+    let (u_len, u_zip) = stored(u_raw)?;
+    let (r_len, r_zip) = stored(r_raw)?;
+    // A length no volume set can hold is a lie; reject it before touching any page.
+    let limit = src.total_bytes();
+    if u_len as u64 + r_len as u64 > limit {
+        return Err(ParseProblem::Invalid(format!(
+            "payload lengths {u_len} + {r_len} exceed the {limit} bytes of the whole log set"
+        )));
+    }
+
+    let record_vol = page.vol as u16;
+    let mut place = |len: u32, zipped: bool, pos: &mut Pos| -> std::result::Result<Payload, ParseProblem> {
+        if len == 0 {
+            return Ok(Payload { start: pos.lsa(), record: lsa, record_vol, stored_len: 0, zipped });
+        }
+        let start = *pos;
+        let end = layout::data_end(start, len as u64, area);
+        for p in checked + 1..=end.pageid {
+            fetch_for(src, p, false)?;
+        }
+        checked = checked.max(end.pageid);
+        *pos = layout::align(end, area);
+        Ok(Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped })
+    };
+    let undo = place(u_len, u_zip, &mut pos)?;
+    let redo = place(r_len, r_zip, &mut pos)?;
+    let next = layout::advance_if_not_fit(layout::align(pos, area), RECORD_HEADER_SIZE, area);
+    let end = next.lsa();
+    if end != forw_lsa {
+        return Err(ParseProblem::Invalid(format!("forw_lsa is {forw_lsa}, but the record's layout ends at {end}")));
+    }
+    Ok(Record {
+        lsa,
+        prev_tranlsa,
+        back_lsa,
+        forw_lsa,
+        trid,
+        rectype,
+        dh,
+        dh_len: dh_len as u8,
+        undo,
+        redo,
+        end,
+        vol: page.vol as u16,
+    })
+}
+
+impl LogSet {
+    /// A page a record needs, or the parse problem its absence is.
+    #[cfg(test)]
+    pub(crate) fn fetch_for(&self, pageid: i64, header_page: bool) -> std::result::Result<Page<'_>, ParseProblem> {
+        fetch_for(self, pageid, header_page)
+    }
+
+    /// Parses the record that starts at `lsa` (see [`parse_record`]).
     pub fn parse_record(&self, lsa: Lsa) -> std::result::Result<Record, ParseProblem> {
-        let area = self.area_size();
-        if lsa.offset < 0
-            || !(lsa.offset as usize).is_multiple_of(ALIGNMENT)
-            || lsa.offset as usize + RECORD_HEADER_SIZE >= area
-        {
-            return Err(ParseProblem::Invalid(format!("offset {} cannot hold a record header", lsa.offset)));
-        }
-        let page = self.fetch_for(lsa.pageid, true)?;
-        let base = PAGE_HEADER_SIZE + lsa.offset as usize;
-        let h = &page.bytes[base..base + RECORD_HEADER_SIZE];
-        let prev_tranlsa = lsa_at(h, 0);
-        let back_lsa = lsa_at(h, 8);
-        let forw_lsa = lsa_at(h, 16);
-        let trid = i32_at(h, 24);
-        let rectype = i32_at(h, 28);
-
-        if rectype == LOG_END_OF_LOG || forw_lsa.is_null() {
-            if page.archived {
-                return Err(ParseProblem::ArchivedMarker);
-            }
-            return Err(if rectype == LOG_END_OF_LOG { ParseProblem::EndMarker } else { ParseProblem::NullForward });
-        }
-        let Some(dh_len) = data_header_size(rectype) else {
-            return Err(ParseProblem::Invalid(format!("unknown record type {rectype}")));
-        };
-        if forw_lsa <= lsa {
-            return Err(ParseProblem::Invalid(format!("forw_lsa {forw_lsa} does not lie after the record")));
-        }
-
-        let mut pos = layout::align(Pos { pageid: lsa.pageid, off: lsa.offset as usize + RECORD_HEADER_SIZE }, area);
-        let mut dh = [0u8; MAX_DATA_HEADER];
-        // Highest page verified so far; payload pages after it are fetched (and so checked).
-        let mut checked = lsa.pageid;
-        if dh_len > 0 {
-            pos = layout::advance_if_not_fit(pos, dh_len, area);
-            let dpage = if pos.pageid == lsa.pageid { page } else { self.fetch_for(pos.pageid, false)? };
-            checked = pos.pageid;
-            let s = PAGE_HEADER_SIZE + pos.off;
-            dh[..dh_len].copy_from_slice(&dpage.bytes[s..s + dh_len]);
-            pos = layout::align(Pos { pageid: pos.pageid, off: pos.off + dh_len }, area);
-        }
-
-        let (u_raw, r_raw) = raw_payload_lengths(rectype, &dh[..dh_len]);
-        let zips = may_zip(rectype);
-        let stored = |raw: u32| -> std::result::Result<(u32, bool), ParseProblem> {
-            if zips && raw & ZIP_BIT != 0 {
-                Ok((raw & !ZIP_BIT, true))
-            } else if raw & ZIP_BIT != 0 {
-                Err(ParseProblem::Invalid(format!("negative payload length {}", raw as i32)))
-            } else {
-                Ok((raw, false))
-            }
-        };
-        let (u_len, u_zip) = stored(u_raw)?;
-        let (r_len, r_zip) = stored(r_raw)?;
-        // A length no volume set can hold is a lie; reject it before touching any page.
-        let limit = self.total_bytes();
-        if u_len as u64 + r_len as u64 > limit {
-            return Err(ParseProblem::Invalid(format!(
-                "payload lengths {u_len} + {r_len} exceed the {limit} bytes of the whole log set"
-            )));
-        }
-
-        let record_vol = page.vol as u16;
-        let mut place = |len: u32, zipped: bool, pos: &mut Pos| -> std::result::Result<Payload, ParseProblem> {
-            if len == 0 {
-                return Ok(Payload { start: pos.lsa(), record: lsa, record_vol, stored_len: 0, zipped });
-            }
-            let start = *pos;
-            let end = layout::data_end(start, len as u64, area);
-            for p in checked + 1..=end.pageid {
-                self.fetch_for(p, false)?;
-            }
-            checked = checked.max(end.pageid);
-            *pos = layout::align(end, area);
-            Ok(Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped })
-        };
-        let undo = place(u_len, u_zip, &mut pos)?;
-        let redo = place(r_len, r_zip, &mut pos)?;
-        let next = layout::advance_if_not_fit(layout::align(pos, area), RECORD_HEADER_SIZE, area);
-        let end = next.lsa();
-        if end != forw_lsa {
-            return Err(ParseProblem::Invalid(format!(
-                "forw_lsa is {forw_lsa}, but the record's layout ends at {end}"
-            )));
-        }
-        Ok(Record {
-            lsa,
-            prev_tranlsa,
-            back_lsa,
-            forw_lsa,
-            trid,
-            rectype,
-            dh,
-            dh_len: dh_len as u8,
-            undo,
-            redo,
-            end,
-            vol: page.vol as u16,
-        })
+        parse_record(self, lsa)
     }
 
     /// Random access: the record at `lsa`, or a typed error.
