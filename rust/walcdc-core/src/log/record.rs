@@ -11,6 +11,12 @@ use crate::source::PageSource;
 
 /// `sizeof(LOG_RECORD_HEADER)`.
 pub const RECORD_HEADER_SIZE: usize = 32;
+/// Offsets of the record header's fields (`LOG_RECORD_HEADER`).
+pub const PREV_TRANLSA_AT: usize = 0;
+pub const BACK_LSA_AT: usize = 8;
+pub const FORW_LSA_AT: usize = 16;
+pub const TRID_AT: usize = 24;
+pub const TYPE_AT: usize = 28;
 const ALIGNMENT: usize = 8;
 const ZIP_BIT: u32 = 0x8000_0000;
 
@@ -259,11 +265,11 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     let page = fetch_for(src, lsa.pageid, true)?;
     let base = PAGE_HEADER_SIZE + lsa.offset as usize;
     let h = &page.bytes[base..base + RECORD_HEADER_SIZE];
-    let prev_tranlsa = lsa_at(h, 0);
-    let back_lsa = lsa_at(h, 8);
-    let forw_lsa = lsa_at(h, 16);
-    let trid = i32_at(h, 24);
-    let rectype = i32_at(h, 28);
+    let prev_tranlsa = lsa_at(h, PREV_TRANLSA_AT);
+    let back_lsa = lsa_at(h, BACK_LSA_AT);
+    let forw_lsa = lsa_at(h, FORW_LSA_AT);
+    let trid = i32_at(h, TRID_AT);
+    let rectype = i32_at(h, TYPE_AT);
 
     if rectype == LOG_END_OF_LOG || forw_lsa.is_null() {
         if page.archived {

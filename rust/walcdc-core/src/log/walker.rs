@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use crate::error::{LogError, Result};
+use crate::le::lsa_at;
 use crate::logset::{Absent, Fetch, LogSet};
 use crate::lsa::Lsa;
 use crate::page::PAGE_HEADER_SIZE;
-use crate::record::{PageProblem, ParseProblem, Record};
+use crate::record::{PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
 
 /// What to do when the walk must cross a TDE-encrypted page (no keys are available).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -351,8 +352,7 @@ pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
         if off > lsa.offset {
             break;
         }
-        let at = PAGE_HEADER_SIZE + off as usize + 16;
-        let forw = Lsa::from_le_bytes(page.bytes[at..at + 8].try_into().unwrap());
+        let forw = lsa_at(page.bytes, PAGE_HEADER_SIZE + off as usize + FORW_LSA_AT);
         if forw.is_null() || forw.pageid != lsa.pageid || forw.offset <= off {
             break;
         }
@@ -389,8 +389,7 @@ pub fn find_end(log: &Arc<LogSet>) -> Result<EndOfLog> {
         // The walk started on the marker itself: its back_lsa names the last record.
         if let Some(end) = w.end_lsa {
             if let Fetch::Ok(p) = log.fetch(end.pageid) {
-                let at = crate::page::PAGE_HEADER_SIZE + end.offset as usize + 8;
-                let back = Lsa::from_le_bytes(p.bytes[at..at + 8].try_into().unwrap());
+                let back = lsa_at(p.bytes, PAGE_HEADER_SIZE + end.offset as usize + BACK_LSA_AT);
                 last_lsa = (!back.is_null()).then_some(back);
             }
         }
