@@ -563,8 +563,45 @@ pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::walker::OnEncryp
     Ok(learn_until(log, None, on_encrypted)?.0)
 }
 
-/// Class changes of transactions still open, by trid.
-pub type Staged = HashMap<i32, Vec<ClassChange>>;
+/// Class changes of transactions still open, by trid: they take effect when their
+/// transaction commits and are dropped when it aborts. A record with a NULL `prev_tranlsa`
+/// starts a new transaction under its trid (a reused trid never inherits the old changes).
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Staging {
+    by_trid: HashMap<i32, Vec<ClassChange>>,
+    #[serde(skip)]
+    scratch: Vec<ClassChange>,
+}
+
+impl Staging {
+    /// What `rec` does to class records, staged under its transaction.
+    pub fn record(&mut self, tracker: &mut ClassTracker, log: &LogSet, rec: &Record) -> Result<()> {
+        if rec.prev_tranlsa.is_null() {
+            self.by_trid.remove(&rec.trid);
+        }
+        tracker.record(log, rec, &mut self.scratch)?;
+        if !self.scratch.is_empty() {
+            self.by_trid.entry(rec.trid).or_default().append(&mut self.scratch);
+        }
+        Ok(())
+    }
+
+    /// The transaction ended: its changes go into `catalog` if it committed.
+    pub fn end(&mut self, trid: i32, committed: bool, catalog: &mut Catalog) {
+        if let Some(changes) = self.by_trid.remove(&trid) {
+            if committed {
+                for c in changes {
+                    catalog.apply(c);
+                }
+            }
+        }
+    }
+
+    /// The changes a transaction has staged so far.
+    pub fn of(&self, trid: i32) -> &[ClassChange] {
+        self.by_trid.get(&trid).map_or(&[], |v| &v[..])
+    }
+}
 
 /// Learns the committed class records before `end` (all, if `None`), and returns the tracker
 /// state to go on from there and the class changes of transactions still open at `end` (they
@@ -573,33 +610,21 @@ pub fn learn_until(
     log: &std::sync::Arc<LogSet>,
     end: Option<crate::lsa::Lsa>,
     on_encrypted: crate::walker::OnEncrypted,
-) -> Result<(Catalog, ClassTracker, Staged)> {
+) -> Result<(Catalog, ClassTracker, Staging)> {
     let mut catalog = Catalog::default();
     let mut tracker = ClassTracker::default();
-    let mut staged: HashMap<i32, Vec<ClassChange>> = HashMap::new();
+    let mut staging = Staging::default();
     let mut w = crate::walker::Walker::new(log.clone(), None, end, on_encrypted)?;
-    let mut out = Vec::new();
     while let Some(rec) = w.next_record()? {
         if rec.trid <= 0 {
             continue;
         }
-        if rec.prev_tranlsa.is_null() {
-            staged.remove(&rec.trid); // a new transaction under a reused trid
-        }
-        tracker.record(log, &rec, &mut out)?;
-        staged.entry(rec.trid).or_default().append(&mut out);
+        staging.record(&mut tracker, log, &rec)?;
         match rec.rectype {
-            LOG_COMMIT => {
-                for c in staged.remove(&rec.trid).unwrap_or_default() {
-                    catalog.apply(c);
-                }
-            }
-            LOG_ABORT => {
-                staged.remove(&rec.trid);
-            }
+            LOG_COMMIT => staging.end(rec.trid, true, &mut catalog),
+            LOG_ABORT => staging.end(rec.trid, false, &mut catalog),
             _ => {}
         }
     }
-    staged.retain(|_, v| !v.is_empty());
-    Ok((catalog, tracker, staged))
+    Ok((catalog, tracker, staging))
 }

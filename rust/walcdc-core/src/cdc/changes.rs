@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, BufWriter, Write};
 use std::sync::Arc;
 
-use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode};
+use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
 pub use crate::cdc::event::*;
 use crate::cdc::spill::{read_event, write_event};
 use crate::cdc::txn::{merge_ranges, undone, Spill, Txn};
@@ -35,7 +35,7 @@ pub struct ReaderState {
     committed_only: bool,
     catalog: Catalog,
     classes: ClassTracker,
-    seed_changes: HashMap<i32, Vec<ClassChange>>,
+    staging: Staging,
     txns: HashMap<i32, Txn>,
     last_commit: Option<Lsa>,
     skip_commits_upto: Option<Lsa>,
@@ -52,7 +52,7 @@ impl Clone for ReaderState {
             committed_only: self.committed_only,
             catalog: self.catalog.clone(),
             classes: self.classes.clone(),
-            seed_changes: self.seed_changes.clone(),
+            staging: self.staging.clone(),
             // A state's transactions never spill (`ChangeReader::state` refuses those).
             txns: self.txns.iter().filter_map(|(&k, t)| Some((k, t.snapshot()?))).collect(),
             last_commit: self.last_commit,
@@ -166,8 +166,9 @@ pub struct ChangeReader {
     skip_events: u32,
     /// Markers and engine-stream events before this LSA were emitted by an earlier stream.
     skip_before: Option<Lsa>,
-    /// Class changes of transactions open at the start, learned from the records before it.
-    seed_changes: HashMap<i32, Vec<ClassChange>>,
+    /// Class changes of open transactions (those open at the start learned from the records
+    /// before it).
+    staging: Staging,
     /// Commits of transactions with MVCC heap changes and no supplemental record yet: evidence
     /// of `supplemental_log=0` if the whole stream holds no supplemental record.
     suspect_commits: u64,
@@ -182,7 +183,6 @@ pub struct ChangeReader {
     /// The catalog at the end of the log (for `KeyMode::NameNow`).
     catalog_now: Option<Catalog>,
     classes: ClassTracker,
-    class_scratch: Vec<ClassChange>,
 }
 
 impl ChangeReader {
@@ -218,11 +218,11 @@ impl ChangeReader {
         }
         let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
-        let (mut catalog, classes, seed_changes) = match opts.start {
+        let (mut catalog, classes, staging) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
-            _ => (Catalog::default(), ClassTracker::default(), HashMap::new()),
+            _ => (Catalog::default(), ClassTracker::default(), Staging::default()),
         };
         // The log's own class records (learned as the stream goes) take precedence.
         let user_schemas = std::mem::take(&mut opts.user_schemas);
@@ -242,7 +242,7 @@ impl ChangeReader {
             skip_commits_upto,
             skip_events,
             skip_before,
-            seed_changes,
+            staging,
             suspect_commits: 0,
             last_commit: None,
             buffered: 0,
@@ -254,7 +254,6 @@ impl ChangeReader {
             catalog,
             catalog_now,
             classes,
-            class_scratch: Vec::new(),
         })
     }
 
@@ -301,7 +300,7 @@ impl ChangeReader {
             skip_commits_upto: state.skip_commits_upto,
             skip_events: 0,
             skip_before: state.skip_before,
-            seed_changes: state.seed_changes,
+            staging: state.staging,
             suspect_commits: state.suspect_commits,
             last_commit: state.last_commit,
             buffered,
@@ -313,7 +312,6 @@ impl ChangeReader {
             catalog,
             catalog_now,
             classes: state.classes,
-            class_scratch: Vec::new(),
         })
     }
 
@@ -361,7 +359,7 @@ impl ChangeReader {
             committed_only: self.opts.committed_only,
             catalog: self.catalog.clone(),
             classes: self.classes.clone(),
-            seed_changes: self.seed_changes.clone(),
+            staging: self.staging.clone(),
             txns,
             last_commit: self.last_commit,
             skip_commits_upto: self.skip_commits_upto,
@@ -542,22 +540,9 @@ impl ChangeReader {
                 self.buffered -= old.bytes;
             }
         }
-        let mut changes = std::mem::take(&mut self.class_scratch);
-        self.classes.record(&self.log, rec, &mut changes)?;
-        if !self.txns.contains_key(&rec.trid) {
-            let mut t = Txn::new(rec.lsa);
-            // A transaction that began before the start: its class changes were learned then.
-            if let Some(seed) = self.seed_changes.remove(&rec.trid) {
-                if !fresh {
-                    t.class_changes = seed;
-                }
-            }
-            self.txns.insert(rec.trid, t);
-        }
-        let txn = self.txns.get_mut(&rec.trid).expect("inserted above");
+        self.staging.record(&mut self.classes, &self.log, rec)?;
+        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn::new(rec.lsa));
         txn.last_lsa = rec.lsa;
-        txn.class_changes.append(&mut changes);
-        self.class_scratch = changes;
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
             LOG_COMPENSATE => {
@@ -591,13 +576,9 @@ impl ChangeReader {
     }
 
     fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
-        let Some(mut txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
+        self.staging.end(rec.trid, commit, &mut self.catalog);
+        let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
         self.buffered -= txn.bytes;
-        if commit {
-            for change in txn.class_changes.drain(..) {
-                self.catalog.apply(change);
-            }
-        }
         if commit && txn.mvcc_dml {
             self.suspect_commits += 1;
             self.check_supplemental_logging(false)?;
@@ -875,7 +856,7 @@ impl ChangeReader {
     fn push_event(&mut self, mut e: Event) -> Result<()> {
         if !self.opts.committed_only {
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
-            let staged = self.txns.get(&e.trid).map(|t| &t.class_changes[..]).unwrap_or(&[]);
+            let staged = self.staging.of(e.trid);
             e.typed = Some(self.type_event(staged, &e));
             self.keep_wanted_images(&mut e);
             self.ready.push_back(e);

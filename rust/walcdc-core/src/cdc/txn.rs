@@ -4,7 +4,6 @@
 use std::io::BufWriter;
 use std::sync::Arc;
 
-use crate::catalog::ClassChange;
 use crate::changes::Event;
 use crate::lsa::Lsa;
 
@@ -33,8 +32,6 @@ pub(crate) struct Txn {
     /// Engine-compatible stream: CUBRID's producer ignores this transaction (it aborted before
     /// its user could be learned).
     pub(crate) ignored: bool,
-    /// Class records this transaction wrote; they take effect when it commits.
-    pub(crate) class_changes: Vec<ClassChange>,
 }
 
 impl Txn {
@@ -50,7 +47,6 @@ impl Txn {
             mvcc_dml: false,
             committed_with_postpone: false,
             ignored: false,
-            class_changes: Vec::new(),
         }
     }
 
@@ -74,7 +70,6 @@ impl Txn {
             mvcc_dml: self.mvcc_dml,
             committed_with_postpone: self.committed_with_postpone,
             ignored: self.ignored,
-            class_changes: self.class_changes.clone(),
         })
     }
 }
