@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
 pub use crate::cdc::event::*;
+use crate::cdc::extract::{self, Extractor};
 use crate::cdc::spill::{read_event, write_event};
 use crate::cdc::txn::{merge_ranges, undone, Spill, Txn};
-use crate::chase::{self, Image};
+use crate::chase::Image;
 use crate::error::{LogError, Result};
 pub use crate::log::positions::{find_lsa, min_archive_needed};
 use crate::logset::LogSet;
@@ -18,7 +19,7 @@ use crate::lsa::Lsa;
 use crate::rcvindex::*;
 use crate::record::Record;
 use crate::rectype::*;
-use crate::supplemental::{self, DmlKind, Oid, Supplement};
+use crate::supplemental::{self, Oid, Supplement};
 use crate::walker::{OnEncrypted, Walker};
 
 /// What a change reader knows at a record boundary: the catalog (committed classes, the
@@ -177,8 +178,7 @@ pub struct ChangeReader {
     done: bool,
     pub stats: ChangeStats,
     pending: Vec<Pending>,
-    scratch: Vec<u8>,
-    payload: Vec<u8>,
+    extractor: Extractor,
     catalog: Catalog,
     /// The catalog at the end of the log (for `KeyMode::NameNow`).
     catalog_now: Option<Catalog>,
@@ -249,8 +249,7 @@ impl ChangeReader {
             done: false,
             stats: ChangeStats::default(),
             pending: Vec::new(),
-            scratch: Vec::new(),
-            payload: Vec::new(),
+            extractor: Extractor::default(),
             catalog,
             catalog_now,
             classes,
@@ -307,8 +306,7 @@ impl ChangeReader {
             done: false,
             stats,
             pending: Vec::new(),
-            scratch: Vec::new(),
-            payload: Vec::new(),
+            extractor: Extractor::default(),
             catalog,
             catalog_now,
             classes: state.classes,
@@ -704,16 +702,7 @@ impl ChangeReader {
 
     fn on_supplemental(&mut self, rec: &Record) -> Result<()> {
         self.stats.supplemental_records += 1;
-        let kind = rec.supplement_type().unwrap_or(-1);
-        let mut payload = std::mem::take(&mut self.payload);
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let res = self.log.payload_into(&rec.undo, &mut scratch, &mut payload);
-        self.scratch = scratch;
-        let parsed = res.and_then(|_| {
-            supplemental::parse(kind, &payload).map_err(|m| LogError::corrupt(&self.log.set_name(), rec.lsa, m))
-        });
-        self.payload = payload;
-        let supp = parsed?;
+        let supp = self.extractor.supplement(&self.log, rec)?;
         let engine = !self.opts.committed_only;
         match supp {
             Supplement::TranUser(user) => {
@@ -724,11 +713,7 @@ impl ChangeReader {
                 Ok(())
             }
             Supplement::Dml(dml) => {
-                let op = match dml.kind {
-                    DmlKind::Insert => Op::Insert,
-                    DmlKind::Update => Op::Update,
-                    DmlKind::Delete => Op::Delete,
-                };
+                let op = extract::dml_op(&dml);
                 if engine && !self.resolve_user(rec)? {
                     return Ok(());
                 }
@@ -752,23 +737,8 @@ impl ChangeReader {
                 let key_after = op != Op::Delete;
                 let want_before = mode_before || (self.opts.decode && !key_after);
                 let want_after = mode_after || (self.opts.decode && key_after);
-                let mut e = Event::at(rec, op);
-                e.trigger = dml.trigger;
+                let mut e = extract::dml_event(&self.log, rec, &dml, want_before, want_after, self.opts.on_error)?;
                 e.user = user;
-                e.class_oid = Some(dml.class_oid);
-                match chase::chase(&self.log, rec.lsa, rec.trid, &dml, want_before, want_after || op == Op::Update) {
-                    Ok(c) => {
-                        e.row_oid = c.row_oid;
-                        e.before = c.before;
-                        e.after = if want_after { c.after } else { None };
-                        if c.assign_address {
-                            e.op = Op::Insert;
-                            e.trigger = true;
-                        }
-                    }
-                    Err(err) if self.opts.on_error == OnError::Skip => e.error = Some(err.to_string()),
-                    Err(err) => return Err(err),
-                }
                 if !self.wants(e.op) {
                     return Ok(());
                 }
@@ -788,20 +758,12 @@ impl ChangeReader {
                 if !self.wants(Op::Ddl) || !passes {
                     return Ok(());
                 }
-                let mut ddl = ddl;
-                if self.opts.redact {
-                    if let std::borrow::Cow::Owned(r) = crate::redact::redact_secrets(&ddl.statement) {
-                        ddl.statement = r;
-                    }
-                }
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
                     return Ok(());
                 }
-                let mut e = Event::at(rec, Op::Ddl);
+                let mut e = extract::ddl_event(rec, ddl, self.opts.redact);
                 e.user = user;
-                e.class_oid = (!ddl.class_oid.is_null()).then_some(ddl.class_oid);
-                e.ddl = Some(ddl);
                 self.push_event(e)
             }
             Supplement::UndoRecord | Supplement::Other(_) => Ok(()),
@@ -832,11 +794,10 @@ impl ChangeReader {
                 break;
             }
             if r.supplement_type() == Some(supplemental::TRAN_USER) {
-                let mut out = Vec::new();
-                let mut scratch = Vec::new();
-                self.log.payload_into(&r.undo, &mut scratch, &mut out)?;
-                found = Some(Ok(String::from_utf8_lossy(&out).into_owned()));
-                break;
+                if let Supplement::TranUser(user) = self.extractor.supplement(&self.log, &r)? {
+                    found = Some(Ok(user));
+                    break;
+                }
             }
         }
         let txn = self.txns.get_mut(&rec.trid).expect("transaction opened");

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod changes;
 pub mod chase;
 pub mod event;
+pub mod extract;
 pub mod redact;
 pub mod spill;
 pub mod txn;
