@@ -164,3 +164,19 @@ try:
         _hyp_settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
 except ImportError:  # pragma: no cover
     pass
+
+
+@pytest.fixture(scope="session")
+def p4k():
+    """The p4k fixture's log set, opened once for the test run."""
+    import walcdc
+
+    return walcdc.open_log(fixture_dir("p4k"))
+
+
+@pytest.fixture(scope="session")
+def p4k_all(p4k):
+    """Every committed event of p4k, as rows (the one-pass stream other reads are held to)."""
+    import walcdc
+
+    return walcdc.read_changes(p4k).read_all().to_pylist()

@@ -20,16 +20,6 @@ from walcdc.cli import main
 T_TYPES = "0|229|1"  # class OID of p4k's t_types as CUBRID prints it (catalog.json)
 
 
-@pytest.fixture(scope="module")
-def p4k():
-    return walcdc.open_log(fixture_dir("p4k"))
-
-
-@pytest.fixture(scope="module")
-def p4k_all(p4k):
-    return walcdc.read_changes(p4k).read_all().to_pylist()
-
-
 def _no_seq(rows):
     # txn_seq numbers the events a stream emits for a transaction, so filters renumber it.
     return [{k: v for k, v in e.items() if k != "txn_seq"} for e in rows]

@@ -66,16 +66,6 @@ def sample_all():
     return walcdc.read_changes(SAMPLE).read_all().to_pylist()
 
 
-@pytest.fixture(scope="module")
-def p4k():
-    return walcdc.open_log(fixture_dir("p4k"))
-
-
-@pytest.fixture(scope="module")
-def p4k_all(p4k):
-    return walcdc.read_changes(p4k).read_all().to_pylist()
-
-
 # --- 1. Table filters -----------------------------------------------------------------------
 
 
