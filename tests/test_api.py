@@ -217,6 +217,25 @@ def test_chase_landing_on_the_wrong_record_is_an_error(tmp_path):
     assert rows[1]["after_image"] is None and "holds none" in rows[1]["error"]
 
 
+@pytest.mark.parametrize("where", ["inside a record", "past the end"])
+def test_chase_lsa_leading_nowhere_is_a_corrupt_record(tmp_path, where):
+    from walcdc.testing import LogWriter, Workload, _native_oid, _raw_lsa, cdc_oid
+
+    w = LogWriter(page_size=4096, active_pages=8, archive_pages=4)
+    wl = Workload(w)
+    t = wl.begin(1)
+    t.insert(cdc_oid(0, 229, 1), b"row", page=100, slot=1)
+    sp = t.savepoint()
+    target = sp + 3 if where == "inside a record" else L.make(L.split(sp)[0] + 1000, 0)
+    bad = t._supplement("insert", _native_oid(cdc_oid(0, 229, 1)) + _raw_lsa(target))
+    t.commit()
+    w.finish(tmp_path)
+    with pytest.raises(walcdc.CorruptRecordError, match="leads nowhere") as exc:
+        walcdc.read_changes(tmp_path).read_all()
+    # Named by the supplemental record that holds the bad LSA, in its volume.
+    assert exc.value.lsa == bad and exc.value.file == "walcdc_lgat"
+
+
 def test_positions_outside_the_log(p4k):
     with pytest.raises(walcdc.InvalidArgumentError):
         walcdc.read_changes(p4k, start="99999|0")

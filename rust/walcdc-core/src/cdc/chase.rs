@@ -98,7 +98,13 @@ fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Ima
 
 /// The image a supplemental record's LSA leads to (§7.3 of the format notes).
 fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
-    let rec = log.record_at(at)?;
+    let rec = log.record_at(at).map_err(|e| match e {
+        // No record starts where the supplemental record points: it is the corrupt one.
+        LogError::BadPosition { msg, .. } | LogError::InvalidArgument { msg } | LogError::CorruptRecord { msg, .. } => {
+            LogError::corrupt(&log.set_name(), from, format!("the supplemental record's LSA {at} leads nowhere: {msg}"))
+        }
+        e => e,
+    })?;
     let rcv = rec.rcvindex();
     let t = rec.rectype;
     let undoredo = t == LOG_UNDOREDO_DATA || t == LOG_DIFF_UNDOREDO_DATA;
@@ -258,6 +264,24 @@ pub struct Chased {
 /// Follows a DML supplemental record at `at` to its images. `want_before` / `want_after` limit
 /// the work to the images the caller keeps.
 pub fn chase(
+    log: &LogSet,
+    at: Lsa,
+    trid: i32,
+    dml: &DmlSupplement,
+    want_before: bool,
+    want_after: bool,
+) -> Result<Chased> {
+    // The LSAs followed come from the log, not from the caller: one that leads nowhere makes
+    // the supplemental record corrupt (not a wrong argument).
+    chase_images(log, at, trid, dml, want_before, want_after).map_err(|e| match e {
+        LogError::BadPosition { msg, .. } | LogError::InvalidArgument { msg } => {
+            LogError::corrupt(&log.set_name(), at, format!("the supplemental record leads nowhere: {msg}"))
+        }
+        e => e,
+    })
+}
+
+fn chase_images(
     log: &LogSet,
     at: Lsa,
     trid: i32,
