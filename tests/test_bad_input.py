@@ -10,6 +10,9 @@ exact exception class, the volume it names (``.file``) and, where one applies, t
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import json
 import random
 import re
 import resource
@@ -835,3 +838,52 @@ def test_start_at_the_end_of_the_log(tmp_path):
     end = log.info()["end_lsa"]
     assert walk(log, start=end).num_rows == 0
     assert log.last_walk == {"end_lsa": end, "end_reason": "end_of_log", "skipped": []}
+
+
+def test_garbled_values_are_flagged_not_passed_as_good(tmp_path):
+    """A value whose bytes are not a value of its type (a DATE beyond year 9999, a NUMERIC
+    wider than its precision) makes the event say so in decode_error, in read_changes and
+    read_table_changes alike; good rows beside it decode."""
+    from walcdc.testing import LogWriter, Table, Workload, cdc_oid, typed_row
+
+    table_oid = cdc_oid(0, 229, 1)
+    w = LogWriter(page_size=4096, active_pages=16, archive_pages=8)
+    wl = Workload(w)
+    table = Table.create(
+        "dba.t_d",
+        table_oid,
+        [
+            {"name": "id", "type": "INTEGER"},
+            {"name": "n", "type": "NUMERIC", "precision": 4, "scale": 2},
+            {"name": "d", "type": "DATE"},
+        ],
+    )
+    t = wl.begin(1)
+    t.create_table(table, statement="create table t_d (id int, n numeric(4,2), d date)")
+    t.commit()
+    rep = table.representation()
+    assert [c["name"] for c in rep[1]] == ["d", "id", "n"]  # storage order: the bytes below
+    good = typed_row(rep, ['"2020-01-02"', "1", '"12.34"'])[8:]  # the body after the header
+    far_date = good[:0] + (0x7FFFFFF0).to_bytes(4, "big") + good[4:]
+    wide_number = good[:8] + (10**6).to_bytes(16, "big") + good[24:]
+    t = wl.begin(2)
+    for slot, body in enumerate([good, far_date, wide_number], 1):
+        t.insert(table_oid, body, page=100, slot=slot)
+    t.commit()
+    w.finish(tmp_path)
+
+    plain = walcdc.read_changes(tmp_path, ops="insert").read_all().to_pylist()
+    assert [json.loads(e["after"])["d"] for e in plain] == ["2020-01-02", None, "2020-01-02"]
+    assert plain[0]["decode_error"] is None
+    assert "column d" in plain[1]["decode_error"] and "9999" in plain[1]["decode_error"]
+    typed = walcdc.read_table_changes(tmp_path, "t_d", ops="insert").read_all().to_pylist()
+    assert typed[0]["after"] == {
+        "id": 1,
+        "n": decimal.Decimal("12.34"),
+        "d": datetime.date(2020, 1, 2),
+    }
+    assert typed[0]["decode_error"] is None
+    assert typed[1]["decode_error"] == plain[1]["decode_error"]
+    # 10000.00 does not fit NUMERIC(4,2).
+    assert json.loads(plain[2]["after"])["n"] is None and "4 digits" in plain[2]["decode_error"]
+    assert typed[2]["decode_error"] == plain[2]["decode_error"]

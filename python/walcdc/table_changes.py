@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow as pa
 
@@ -107,24 +107,56 @@ class _TableStream(ChangeStream):
         self.schema = pa.schema(fields)
         self.reader = pa.RecordBatchReader.from_batches(self.schema, self._typed())
 
-    def _rows(self, texts: pa.Array) -> pa.Array:
-        rows = []
-        for text in texts.to_pylist():
-            if text is None:
+    def _row(self, text: Optional[str]) -> Optional[Dict[str, Any]]:
+        if text is None:
+            return None
+        by_id = json.loads(text)
+        # Older representations: columns matched by attribute id; absent ones are null.
+        return {c["name"]: _convert(c, by_id.get(str(c["id"]))) for c in self._columns}
+
+    def _rows(self, texts: pa.Array, errors: List[Optional[str]], side: str) -> pa.Array:
+        """The typed rows of one side; a row whose values do not fit the table's types is
+        null, with the reason added to ``errors`` (the batch's ``decode_error``)."""
+
+        def fail(i: int, exc: Exception) -> None:
+            why = f"{side}: {exc}"
+            errors[i] = f"{errors[i]}; {why}" if errors[i] else why
+
+        rows: List[Optional[Dict[str, Any]]] = []
+        for i, text in enumerate(texts.to_pylist()):
+            try:
+                rows.append(self._row(text))
+            except (ValueError, ArithmeticError) as exc:
                 rows.append(None)
-                continue
-            by_id = json.loads(text)
-            # Older representations: columns matched by attribute id; absent ones are null.
-            rows.append({c["name"]: _convert(c, by_id.get(str(c["id"]))) for c in self._columns})
+                fail(i, exc)
+        try:
+            return pa.array(rows, type=self._struct)
+        except (pa.ArrowException, ValueError, ArithmeticError):
+            pass
+        # Some value does not fit its Arrow type: find the rows, one at a time.
+        for i, row in enumerate(rows):
+            try:
+                pa.array([row], type=self._struct)
+            except (pa.ArrowException, ValueError, ArithmeticError) as exc:
+                rows[i] = None
+                fail(i, exc)
         return pa.array(rows, type=self._struct)
 
     def _typed(self) -> Iterator[pa.RecordBatch]:
         for b in self._native:
             batch = pa.record_batch(b)
+            errors = batch.column("decode_error").to_pylist()
+            sides = {
+                f.name: self._rows(batch.column(f.name), errors, f.name)
+                for f in self.schema
+                if f.name in ("before", "after")
+            }
             cols = []
             for f in self.schema:
-                if f.name in ("before", "after"):
-                    cols.append(self._rows(batch.column(f.name)))
+                if f.name in sides:
+                    cols.append(sides[f.name])
+                elif f.name == "decode_error":
+                    cols.append(pa.array(errors, pa.string()))
                 else:
                     cols.append(batch.column(f.name))
             yield pa.record_batch(cols, schema=self.schema)

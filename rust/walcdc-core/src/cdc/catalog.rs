@@ -270,6 +270,9 @@ pub struct DecodedRow {
     pub json: String,
     /// The columns in column order.
     pub columns: Vec<DecodedColumn>,
+    /// Columns whose bytes could not be explained (`column: reason`); their JSON value is
+    /// null, and the event says why in `decode_error`.
+    pub problems: Vec<String>,
 }
 
 impl DecodedRow {
@@ -508,6 +511,15 @@ impl Catalog {
             return Err(format!("representation {repid} of {} unknown", c.name));
         };
         let values = row::decode_row(rep, &img.row)?;
+        let problems: Vec<String> = rep
+            .attributes
+            .iter()
+            .zip(values.iter())
+            .filter_map(|(a, v)| match v {
+                row::Value::Unknown { reason } => Some(format!("column {}: {reason}", a.name)),
+                _ => None,
+            })
+            .collect();
         let renamed = match keys {
             KeyMode::Id => None,
             KeyMode::NameThen => self.current_names(class),
@@ -540,7 +552,7 @@ impl Catalog {
             json.push_str(&c.value);
         }
         json.push('}');
-        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, c)| c).collect() })
+        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, c)| c).collect(), problems })
     }
 }
 

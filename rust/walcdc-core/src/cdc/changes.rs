@@ -900,6 +900,11 @@ impl ChangeReader {
         };
         let before = decode(&e.before);
         let after = decode(&e.after);
+        for (side, row) in [("before", &before), ("after", &after)] {
+            if let Some(r) = row {
+                errors.extend(r.problems.iter().map(|p| format!("{side}: {p}")));
+            }
+        }
         if let (Some(b), Some(a)) = (&before, &after) {
             t.changed_columns = Some(catalog::changed_columns(b, a));
         }

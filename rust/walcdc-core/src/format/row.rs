@@ -387,8 +387,22 @@ fn fixed_bytes<'a>(d: &Domain, b: &'a [u8]) -> Result<&'a [u8], String> {
     b.get(..size).ok_or_else(|| format!("type {} needs {size} bytes, {} there", d.db_type, b.len()))
 }
 
+/// A stored day number: 0 (CUBRID's zero date) or a day of years 1 to 9999, the range CUBRID
+/// accepts; anything else is bytes that are not a date.
 fn jdn_of(v: u32) -> Result<i32, String> {
-    i32::try_from(v).map_err(|_| format!("day number {v} out of range"))
+    let jdn = i32::try_from(v).map_err(|_| format!("day number {v} out of range"))?;
+    if jdn != 0 && !(1..=9999).contains(&jdn_to_ymd(jdn as i64).0) {
+        return Err(format!("day number {v} lies outside the years 1 to 9999"));
+    }
+    Ok(jdn)
+}
+
+/// Milliseconds into a day (DATETIME) or seconds (TIME) must stay within the day.
+fn within_day(v: u32, per_day: u32, what: &str) -> Result<u32, String> {
+    if v >= per_day {
+        return Err(format!("{what} {v} is not within a day"));
+    }
+    Ok(v)
 }
 
 fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String> {
@@ -410,10 +424,15 @@ fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String>
         }
         db_type::NUMERIC => {
             let x: [u8; 16] = f(16)?.try_into().map_err(|_| "numeric")?;
-            Value::Numeric { unscaled: i128::from_be_bytes(x), scale: d.scale }
+            let unscaled = i128::from_be_bytes(x);
+            // More digits than the column's precision: not a value CUBRID stored.
+            if (1..=38).contains(&d.precision) && unscaled.unsigned_abs() >= 10u128.pow(d.precision as u32) {
+                return Err(format!("{unscaled} has more than the column's {} digits", d.precision));
+            }
+            Value::Numeric { unscaled, scale: d.scale }
         }
         db_type::DATE => Value::Date(jdn_of(be_u32(f(4)?, 0).unwrap_or_default())?),
-        db_type::TIME => Value::Time(be_u32(f(4)?, 0).unwrap_or_default()),
+        db_type::TIME => Value::Time(within_day(be_u32(f(4)?, 0).unwrap_or_default(), 86_400, "time of day")?),
         db_type::TIMESTAMP => Value::Timestamp(be_u32(f(4)?, 0).unwrap_or_default()),
         db_type::TIMESTAMPLTZ => Value::TimestampLtz(be_u32(f(4)?, 0).unwrap_or_default()),
         db_type::TIMESTAMPTZ => {
@@ -423,7 +442,7 @@ fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String>
         db_type::DATETIME | db_type::DATETIMELTZ | db_type::DATETIMETZ => {
             let x = f(if t == db_type::DATETIMETZ { 12 } else { 8 })?;
             let jdn = jdn_of(be_u32(x, 0).unwrap_or_default())?;
-            let ms = be_u32(x, 4).unwrap_or_default();
+            let ms = within_day(be_u32(x, 4).unwrap_or_default(), 86_400_000, "milliseconds of day")?;
             match t {
                 db_type::DATETIME => Value::Datetime { jdn, ms },
                 db_type::DATETIMELTZ => Value::DatetimeLtz { jdn, ms },
