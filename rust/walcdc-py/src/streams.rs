@@ -45,7 +45,7 @@ impl RecordBatches {
 
     /// The LSA the walk will read next (None once it is over).
     fn position(&self) -> Option<u64> {
-        self.walker.position().map(|l| l.to_key())
+        self.builder.carried().or_else(|| self.walker.position()).map(|l| l.to_key())
     }
 
     /// Encrypted page runs skipped so far.

@@ -13,6 +13,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::Result;
 use crate::logset::LogSet;
+use crate::lsa::Lsa;
 use crate::rcvindex::RCVINDEX_NAMES;
 use crate::record::Record;
 use crate::rectype::{type_name, NUM_TYPES};
@@ -83,7 +84,17 @@ pub struct RecordsBuilder {
     size: UInt32Builder,
     file: Int16Builder,
     payloads: Option<(BinaryBuilder, BinaryBuilder, Vec<u8>, Vec<u8>)>,
+    /// Payload bytes in the batch being built, and the most a batch takes (a binary column's
+    /// offsets are 32-bit, and a batch's memory should not grow with what a record claims).
+    payload_bytes: u64,
+    pub max_payload_bytes: u64,
+    /// A record read but left for the next batch (it would have overfilled this one).
+    carry: Option<Record>,
 }
+
+/// Payload bytes per batch of `records(payloads=True)`: a batch ends before a record that would
+/// take it past this (a record alone may: each payload is at most 1 GiB).
+pub const MAX_BATCH_PAYLOAD_BYTES: u64 = 256 << 20;
 
 impl RecordsBuilder {
     pub fn new(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
@@ -119,6 +130,9 @@ impl RecordsBuilder {
             size: UInt32Builder::new(),
             file: Int16Builder::new(),
             payloads: with_payloads.then(|| (BinaryBuilder::new(), BinaryBuilder::new(), Vec::new(), Vec::new())),
+            payload_bytes: 0,
+            max_payload_bytes: MAX_BATCH_PAYLOAD_BYTES,
+            carry: None,
         }
     }
 
@@ -166,8 +180,24 @@ impl RecordsBuilder {
             log.images(r, undo, redo)?;
             ub.append_value(&undo[..]);
             rb.append_value(&redo[..]);
+            self.payload_bytes += (undo.len() + redo.len()) as u64;
         }
         Ok(())
+    }
+
+    /// Whether `r`'s payloads would take a non-empty batch past its payload bound (known from
+    /// the lengths alone, before anything is unzipped).
+    fn would_overfill(&self, log: &LogSet, r: &Record) -> Result<bool> {
+        if self.payloads.is_none() || self.is_empty() {
+            return Ok(false);
+        }
+        let need = log.original_len(&r.undo)? as u64 + log.original_len(&r.redo)? as u64;
+        Ok(self.payload_bytes + need > self.max_payload_bytes)
+    }
+
+    /// The record left for the next batch, if any (where a reader that stops now resumes).
+    pub fn carried(&self) -> Option<Lsa> {
+        self.carry.map(|r| r.lsa)
     }
 
     fn dict8(keys: &mut Int8Builder, values: &ArrayRef) -> ArrayRef {
@@ -180,6 +210,7 @@ impl RecordsBuilder {
 
     /// Takes the rows appended so far as one batch.
     pub fn finish(&mut self) -> RecordBatch {
+        self.payload_bytes = 0;
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(self.lsa.finish()),
             Arc::new(self.forw.finish()),
@@ -214,8 +245,15 @@ impl RecordsBuilder {
 /// Walks up to `max_rows` records into one batch; `None` once the walk is over.
 pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: usize) -> Result<Option<RecordBatch>> {
     let log = walker.log().clone();
+    if let Some(r) = builder.carry.take() {
+        builder.append(&log, &r)?;
+    }
     while builder.len() < max_rows {
         match walker.next_record()? {
+            Some(r) if builder.would_overfill(&log, &r)? => {
+                builder.carry = Some(r);
+                break;
+            }
             Some(r) => builder.append(&log, &r)?,
             None => break,
         }
@@ -224,4 +262,43 @@ pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: u
         return Ok(None);
     }
     Ok(Some(builder.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rectype::LOG_UNDO_DATA;
+    use crate::walker::OnEncrypted;
+    use crate::writer::{DataFields, LogWriter, WriterConfig};
+
+    #[test]
+    fn payload_batches_stay_within_their_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w =
+            LogWriter::new(WriterConfig { active_pages: 4096, archive_pages: 1024, ..Default::default() }).unwrap();
+        let big = vec![7u8; 1 << 20];
+        let mut lsas = Vec::new();
+        for i in 0..9 {
+            let undo = if i % 3 == 2 { &big[..10] } else { &big[..] };
+            lsas.push(w.append(1, LOG_UNDO_DATA, &DataFields::default(), undo, &[], i % 2 == 0, false).unwrap());
+        }
+        w.finish(dir.path()).unwrap();
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        let mut walker = Walker::new(log.clone(), None, None, OnEncrypted::Raise).unwrap();
+        let mut b = RecordsBuilder::new(&log, true);
+        b.max_payload_bytes = (5 << 20) / 2;
+        let (mut seen, mut batches) = (Vec::new(), 0);
+        while let Some(batch) = next_batch(&mut walker, &mut b, 1000).unwrap() {
+            batches += 1;
+            let undo =
+                batch.column_by_name("undo").unwrap().as_any().downcast_ref::<arrow_array::BinaryArray>().unwrap();
+            let bytes: usize = undo.iter().map(|v| v.map_or(0, <[u8]>::len)).sum();
+            assert!(bytes as u64 <= b.max_payload_bytes || batch.num_rows() == 1, "{bytes} bytes in one batch");
+            let lsa = batch.column(0).as_any().downcast_ref::<arrow_array::UInt64Array>().unwrap();
+            seen.extend(lsa.values().iter().copied());
+        }
+        // Every record once, in order; 6 MiB of payloads in batches of at most 2.5 MiB.
+        assert_eq!(seen, lsas.iter().map(|l| l.to_key()).collect::<Vec<_>>());
+        assert!(batches >= 3, "{batches} batches");
+    }
 }
