@@ -121,6 +121,12 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
     let orig = u32::from_le_bytes(stored[..4].try_into().unwrap()) as u64;
     let block = &stored[4..];
     check_zip_prefix(orig, block.len())?;
+    // What the block decodes to, found from its sequence headers before anything is allocated:
+    // a prefix that lies costs no memory.
+    let decoded = lz4_decoded_len(block, orig)?;
+    if decoded != orig {
+        return Err(format!("LZ4 block decodes to {decoded} bytes, its prefix says {orig}"));
+    }
     let start = out.len();
     out.resize(start + orig as usize, 0);
     match lz4_flex::block::decompress_into(block, &mut out[start..]) {
@@ -132,6 +138,54 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
         Err(e) => {
             out.truncate(start);
             Err(format!("LZ4 block does not decode: {e}"))
+        }
+    }
+}
+
+/// The number of bytes an LZ4 block decodes to, from its sequence headers alone (no output);
+/// an error for a block that is not well formed or decodes to more than `limit` bytes.
+fn lz4_decoded_len(block: &[u8], limit: u64) -> std::result::Result<u64, String> {
+    let bad = |what: &str| Err(format!("LZ4 block is not well formed: {what}"));
+    // A length field: 4 bits in the token, then bytes of 255 until one is smaller.
+    fn extended(block: &[u8], i: &mut usize, mut n: u64) -> Option<u64> {
+        if n == 15 {
+            loop {
+                let b = *block.get(*i)?;
+                *i += 1;
+                n += b as u64;
+                if b != 255 {
+                    break;
+                }
+            }
+        }
+        Some(n)
+    }
+    let (mut i, mut total) = (0usize, 0u64);
+    loop {
+        let Some(&token) = block.get(i) else { return bad("ends before a sequence") };
+        i += 1;
+        let Some(literals) = extended(block, &mut i, (token >> 4) as u64) else { return bad("literal length") };
+        let Some(end) = usize::try_from(literals).ok().and_then(|l| i.checked_add(l)).filter(|&e| e <= block.len())
+        else {
+            return bad("literals run past the block");
+        };
+        i = end;
+        total += literals;
+        if i == block.len() {
+            return Ok(total); // the last sequence has literals only
+        }
+        if i + 2 > block.len() {
+            return bad("match offset cut off");
+        }
+        let offset = u16::from_le_bytes([block[i], block[i + 1]]) as u64;
+        i += 2;
+        if offset == 0 || offset > total {
+            return bad("match offset points before the start");
+        }
+        let Some(matched) = extended(block, &mut i, (token & 15) as u64) else { return bad("match length") };
+        total += matched + 4;
+        if total > limit {
+            return Err(format!("LZ4 block decodes to more than its prefix's {limit} bytes"));
         }
     }
 }
@@ -177,6 +231,25 @@ mod tests {
         let mut out = Vec::new();
         unzip_into(&z, &mut out).unwrap();
         assert_eq!(out, data);
+    }
+
+    #[test]
+    fn decoded_length_is_known_before_decoding() {
+        for data in
+            [vec![0u8; 100_000], b"abcabcabcabcabcabcabc-xyz".repeat(50), (0..=255u8).cycle().take(70_000).collect()]
+        {
+            let z = zip(&data).expect("compressible");
+            assert_eq!(lz4_decoded_len(&z[4..], u64::MAX), Ok(data.len() as u64));
+        }
+        // 1 GiB of zeros compresses to about 4 MiB; a prefix that says 1 GiB for a block that
+        // holds 64 KiB is refused before the gigabyte is allocated.
+        let z = zip(&vec![0u8; 64 << 10]).unwrap();
+        let mut lying = (1u32 << 30).to_le_bytes().to_vec();
+        lying.extend_from_slice(&z[4..]);
+        lying.resize(lying.len() + (4 << 20), 0); // padding so the 255x rule lets it through
+        let mut out = Vec::new();
+        assert!(unzip_into(&lying, &mut out).is_err());
+        assert!(out.capacity() < 1 << 20, "allocated {}", out.capacity());
     }
 
     #[test]
