@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use crate::chase::Image;
 use crate::error::Result;
 use crate::format::heap::{self, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION};
+use crate::le;
 use crate::logset::LogSet;
 use crate::rcvindex::{
     RVHF_DELETE, RVHF_INSERT, RVHF_INSERT_NEWHOME, RVHF_UPDATE, RVOVF_NEWPAGE_INSERT, RVOVF_PAGE_UPDATE,
@@ -100,7 +101,7 @@ impl ClassTracker {
             return;
         }
         let body = &image[2..];
-        match i16::from_le_bytes([image[0], image[1]]) {
+        match le::i16_at(image, 0) {
             REC_HOME => {
                 self.chains.remove(&slot);
                 self.image(slot, body, out);
@@ -198,8 +199,7 @@ impl ClassTracker {
                 // Keep only pages of class records (memory stays bounded however large the
                 // rows of user tables are): a first page whose data starts like a class
                 // record, a page such a page links to, or a page of a known class record.
-                let first_of_class =
-                    new.len() >= 16 && new[12] == 0x60 && i32::from_le_bytes(new[8..12].try_into().unwrap()) >= 160;
+                let first_of_class = new.len() >= 16 && new[12] == 0x60 && le::i32_at(new, 8) >= 160;
                 let wanted = first_of_class || self.class_pages.contains_key(&vpid) || self.linked.contains(&vpid);
                 if !new.is_empty() && wanted {
                     self.link_next(new);
@@ -503,7 +503,7 @@ impl Catalog {
         if img.row.len() < 4 {
             return Err("image shorter than a record header".into());
         }
-        let repid = (u32::from_be_bytes(img.row[0..4].try_into().unwrap()) & 0x00FF_FFFF) as i32;
+        let repid = (le::be_u32_at(&img.row, 0) & 0x00FF_FFFF) as i32;
         let Some(c) = self.classes.get(&class) else {
             return Err(format!("schema unknown for class {class} (created before the log window?)"));
         };

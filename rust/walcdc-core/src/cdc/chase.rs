@@ -2,6 +2,7 @@
 //! hold the row's before and after images, and the images rebuilt as the heap holds them.
 
 use crate::error::{LogError, Result};
+use crate::le;
 use crate::logset::LogSet;
 use crate::lsa::Lsa;
 use crate::rcvindex::*;
@@ -31,7 +32,7 @@ impl Image {
         if payload.len() < 2 {
             return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
         }
-        Ok(Image { rec_type: i16::from_le_bytes([payload[0], payload[1]]), row: payload[2..].to_vec() })
+        Ok(Image { rec_type: le::i16_at(payload, 0), row: payload[2..].to_vec() })
     }
 }
 
@@ -80,7 +81,7 @@ fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Ima
     if img.row.len() < 8 {
         return Err(LogError::corrupt(&log.set_name(), rec.lsa, "MVCC insert image shorter than its header"));
     }
-    let flags = heap::mvcc_flags(u32::from_be_bytes(img.row[0..4].try_into().unwrap()));
+    let flags = heap::mvcc_flags(le::be_u32_at(&img.row, 0));
     let mut row = Vec::with_capacity(img.row.len() + 24);
     row.extend_from_slice(&img.row[0..8]);
     if flags & MVCC_FLAG_INSID != 0 {

@@ -1,5 +1,7 @@
 //! Log pages: the 16-byte page header, the sampled CRC-32 checksum, TDE flags, 0xFF blocks.
 
+use crate::le;
+
 /// `sizeof(LOG_HDRPAGE)`.
 pub const PAGE_HEADER_SIZE: usize = 16;
 /// Logical page id of header pages (`LOGPB_HEADER_PAGE_ID`).
@@ -24,10 +26,10 @@ impl PageHeader {
     /// Parses the first 16 bytes of a page. `page` must hold at least 16 bytes.
     pub fn parse(page: &[u8]) -> PageHeader {
         PageHeader {
-            logical_pageid: i64::from_le_bytes(page[0..8].try_into().unwrap()),
-            offset: i16::from_le_bytes([page[8], page[9]]),
-            flags: i16::from_le_bytes([page[10], page[11]]),
-            checksum: u32::from_le_bytes(page[12..16].try_into().unwrap()),
+            logical_pageid: le::i64_at(page, 0),
+            offset: le::i16_at(page, 8),
+            flags: le::i16_at(page, 10),
+            checksum: le::u32_at(page, 12),
         }
     }
 

@@ -147,25 +147,10 @@ const UNIX_EPOCH_JDN: i64 = 2_440_588;
 const GREGORIAN_START_JDN: i64 = 2_299_161;
 const MS_PER_DAY: i64 = 86_400_000;
 
-fn be_u16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(b.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-
-fn be_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
-
-fn be_i32(b: &[u8], at: usize) -> Option<i32> {
-    be_u32(b, at).map(|v| v as i32)
-}
-
-fn be_u64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
-}
-
-fn be_i64(b: &[u8], at: usize) -> Option<i64> {
-    be_u64(b, at).map(|v| v as i64)
-}
+use crate::le::{
+    be_i32_checked as be_i32, be_i64_checked as be_i64, be_u16_checked as be_u16, be_u32_checked as be_u32,
+    be_u64_checked as be_u64,
+};
 
 fn align4(n: usize) -> usize {
     n.div_ceil(4) * 4

@@ -238,7 +238,7 @@ fn align4(n: usize) -> usize {
 fn be_i32(b: &[u8], at: usize, what: &str) -> ParseResult<i32> {
     at.checked_add(4)
         .and_then(|end| b.get(at..end))
-        .map(|s| i32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+        .map(|s| crate::le::be_i32_at(s, 0))
         .ok_or_else(|| format!("{what}: 4 bytes at offset {at} lie outside its {} bytes", b.len()))
 }
 

@@ -1,6 +1,7 @@
 //! `LOG_SUPPLEMENTAL_INFO` payloads: the transaction's user, DDL statements, and the DML
 //! records that name the data records holding a change's before and after images.
 
+use crate::le;
 use crate::lsa::Lsa;
 
 pub const TRAN_USER: i32 = 0;
@@ -24,20 +25,12 @@ pub struct Oid {
 impl Oid {
     /// The in-memory struct as copied into the log (little-endian, `pageid, slotid, volid`).
     pub fn from_native(b: &[u8]) -> Oid {
-        Oid {
-            pageid: i32::from_le_bytes(b[0..4].try_into().unwrap()),
-            slotid: i16::from_le_bytes([b[4], b[5]]),
-            volid: i16::from_le_bytes([b[6], b[7]]),
-        }
+        Oid { pageid: le::i32_at(b, 0), slotid: le::i16_at(b, 4), volid: le::i16_at(b, 6) }
     }
 
     /// The packed form of `or_pack_oid` (big-endian, `pageid, slotid, volid`).
     pub fn from_packed(b: &[u8]) -> Oid {
-        Oid {
-            pageid: i32::from_be_bytes(b[0..4].try_into().unwrap()),
-            slotid: i16::from_be_bytes([b[4], b[5]]),
-            volid: i16::from_be_bytes([b[6], b[7]]),
-        }
+        Oid { pageid: le::be_i32_at(b, 0), slotid: le::be_i16_at(b, 4), volid: le::be_i16_at(b, 6) }
     }
 
     /// CUBRID's CDC API packing: `pageid | slotid << 32 | volid << 48`.
@@ -100,7 +93,7 @@ pub enum Supplement {
 }
 
 fn lsa_opt(b: &[u8]) -> Option<Lsa> {
-    let l = Lsa::from_le_bytes(b[0..8].try_into().unwrap());
+    let l = le::lsa_at(b, 0);
     (!l.is_null()).then_some(l)
 }
 
@@ -141,7 +134,7 @@ pub fn parse(kind: i32, payload: &[u8]) -> Result<Supplement, String> {
         UNDO_RECORD => Ok(Supplement::UndoRecord),
         DDL => {
             need(payload, 32, "DDL")?;
-            let be = |o: usize| i32::from_be_bytes(payload[o..o + 4].try_into().unwrap());
+            let be = |o: usize| le::be_i32_at(payload, o);
             let len = be(24).max(0) as usize;
             let padded = be(28).max(0) as usize;
             let text = &payload[32..];

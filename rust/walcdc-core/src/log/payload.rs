@@ -2,6 +2,7 @@
 //! otherwise; LZ4 unzip (`[u32 original length][raw LZ4 block]`) and DIFF redo reconstruction.
 
 use crate::error::{LogError, Result};
+use crate::le;
 use crate::logset::LogSet;
 use crate::page::PAGE_HEADER_SIZE;
 use crate::record::{Payload, Record};
@@ -55,7 +56,7 @@ pub fn original_len<S: PageSource + ?Sized>(src: &S, p: &Payload) -> Result<u32>
     let mut scratch = Vec::new();
     let head = Payload { stored_len: 4, zipped: false, ..*p };
     let b = stored_bytes(src, &head, &mut scratch)?;
-    let orig = u32::from_le_bytes(b[..4].try_into().unwrap());
+    let orig = le::u32_at(b, 0);
     check_zip_prefix(orig as u64, p.stored_len as usize - 4).map_err(|m| payload_error(src, p, m))?;
     Ok(orig)
 }
@@ -118,7 +119,7 @@ pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), S
     if stored.len() < 4 {
         return Err(format!("zipped payload of {} bytes has no length prefix", stored.len()));
     }
-    let orig = u32::from_le_bytes(stored[..4].try_into().unwrap()) as u64;
+    let orig = le::u32_at(stored, 0) as u64;
     let block = &stored[4..];
     check_zip_prefix(orig, block.len())?;
     // What the block decodes to, found from its sequence headers before anything is allocated:
@@ -177,7 +178,7 @@ fn lz4_decoded_len(block: &[u8], limit: u64) -> std::result::Result<u64, String>
         if i + 2 > block.len() {
             return bad("match offset cut off");
         }
-        let offset = u16::from_le_bytes([block[i], block[i + 1]]) as u64;
+        let offset = le::u16_at(block, i) as u64;
         i += 2;
         if offset == 0 || offset > total {
             return bad("match offset points before the start");
