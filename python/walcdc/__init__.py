@@ -25,7 +25,7 @@ from walcdc.errors import (
     OutputError,
     TruncatedLogError,
 )
-from walcdc.logset import EncryptedPagesSkipped, LogSet, open_log
+from walcdc.logset import EncryptedPagesSkipped, LogSet, UnfinishedTransactionDropped, open_log
 from walcdc.table_changes import read_table_changes
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "oid",
     "samples",
     "EncryptedPagesSkipped",
+    "UnfinishedTransactionDropped",
     "LogError",
     "LogIOError",
     "BadHeaderError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -142,9 +143,23 @@ class ChangeStream:
             if self._transform is not None:
                 batch = self._transform(batch)
             yield batch
-        from walcdc.logset import _warn_skipped
+        self._warn_at_end()
+
+    def _warn_at_end(self) -> None:
+        """What the stream skipped or dropped, as warnings once it is over."""
+        from walcdc.logset import UnfinishedTransactionDropped, _warn_skipped
 
         _warn_skipped(self.skipped)
+        stats = self._native.stats()
+        if stats.get("restarted_transactions"):
+            warnings.warn(
+                UnfinishedTransactionDropped(
+                    f"{stats['restarted_transactions']} transaction(s) restarted under their trid "
+                    f"before an end record: {stats['abandoned_events']} event(s) of the unfinished "
+                    "one(s) dropped (a damaged log?)"
+                ),
+                stacklevel=4,
+            )
 
     # The RecordBatchReader interface.
     def __iter__(self) -> Iterator[pa.RecordBatch]:

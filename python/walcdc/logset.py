@@ -19,6 +19,13 @@ class EncryptedPagesSkipped(UserWarning):
     """A walk with ``on_encrypted="skip"`` skipped a run of TDE-encrypted pages."""
 
 
+class UnfinishedTransactionDropped(UserWarning):
+    """A record started a new transaction under a trid whose transaction had not ended (no
+    commit or abort record): the unfinished transaction's events were dropped. CUBRID reuses a
+    trid only after an end record, so the log is damaged there; ``stream.stats`` counts the
+    cases (``restarted_transactions``) and the events lost (``abandoned_events``)."""
+
+
 class LogSet:
     """An opened, validated set of log volumes (``<db>_lgat`` and ``<db>_lgarNNN``).
 

@@ -160,6 +160,7 @@ class _TableStream(ChangeStream):
                 else:
                     cols.append(batch.column(f.name))
             yield pa.record_batch(cols, schema=self.schema)
+        self._warn_at_end()
 
 
 def read_table_changes(source, table, **kwargs) -> ChangeStream:

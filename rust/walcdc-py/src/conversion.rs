@@ -164,6 +164,8 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ChangeStats) -> PyResult<Boun
     d.set_item("undone_events", s.undone_events)?;
     d.set_item("spilled_events", s.spilled_events)?;
     d.set_item("peak_buffered_bytes", s.peak_buffered_bytes)?;
+    d.set_item("restarted_transactions", s.restarted_transactions)?;
+    d.set_item("abandoned_events", s.abandoned_events)?;
     Ok(d)
 }
 

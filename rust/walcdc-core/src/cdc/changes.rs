@@ -152,6 +152,11 @@ pub struct ChangeStats {
     pub undone_events: u64,
     pub spilled_events: u64,
     pub peak_buffered_bytes: usize,
+    /// Records that started a new transaction under a trid whose transaction had not ended
+    /// (CUBRID reuses a trid only after an end record), and the events that were dropped with
+    /// the unfinished transaction.
+    pub restarted_transactions: u64,
+    pub abandoned_events: u64,
 }
 
 /// Reads change events from a log set, one forward pass.
@@ -536,6 +541,10 @@ impl ChangeReader {
         if fresh {
             if let Some(old) = self.txns.remove(&rec.trid) {
                 self.buffered -= old.bytes;
+                if old.event_count() > 0 {
+                    self.stats.abandoned_events += old.event_count();
+                }
+                self.stats.restarted_transactions += 1;
             }
         }
         self.staging.record(&mut self.classes, &self.log, rec)?;
