@@ -837,7 +837,12 @@ def test_start_at_the_end_of_the_log(tmp_path):
     log = walcdc.open_log(d)
     end = log.info()["end_lsa"]
     assert walk(log, start=end).num_rows == 0
-    assert log.last_walk == {"end_lsa": end, "end_reason": "end_of_log", "skipped": []}
+    assert log.last_walk == {
+        "end_lsa": end,
+        "end_reason": "end_of_log",
+        "skipped": [],
+        "unplaced": [],
+    }
 
 
 def test_garbled_values_are_flagged_not_passed_as_good(tmp_path):
@@ -889,24 +894,49 @@ def test_garbled_values_are_flagged_not_passed_as_good(tmp_path):
     assert typed[2]["decode_error"] == plain[2]["decode_error"]
 
 
+def _hostile_copy(tmp_path, name):
+    """A copy of a fixture's volumes with one of ``../shared/hostile/``'s edits applied (the
+    edits lie outside the page checksum samples)."""
+    from conftest import SHARED
+
+    spec = json.loads((SHARED / "hostile" / name).read_text())
+    src = fixture_dir(spec["fixture"])
+    for f in src.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    for volume, offset, data in spec["edits"]:
+        raw = bytes.fromhex(data)
+        assert not sampled(offset, len(raw))
+        with open(tmp_path / volume, "r+b") as fh:
+            fh.seek(offset)
+            fh.write(raw)
+    return src
+
+
+def test_record_with_null_forward_on_an_archived_page_is_warned(tmp_path):
+    """../shared/hostile/p4k_archived_null_forw.json: a supplemental record on an archived page
+    with a NULL forw_lsa. The walk goes on at the next page; the record (and the rest of its
+    page) is reported, not skipped silently."""
+    fixture_dir("p4k")  # skips (fails in CI) without the shared fixtures
+    src = _hostile_copy(tmp_path, "p4k_archived_null_forw.json")
+    log = walcdc.open_log(tmp_path)
+    with pytest.warns(walcdc.UnplacedRecordsSkipped, match=re.escape("3846|1048")):
+        log.records().read_all()
+    assert log.last_walk["unplaced"] == [L.parse("3846|1048")]
+    stream = walcdc.read_changes(tmp_path)
+    with pytest.warns(walcdc.UnplacedRecordsSkipped):
+        damaged = stream.read_all().num_rows
+    assert stream.unplaced == [L.parse("3846|1048")]
+    assert damaged < walcdc.read_changes(src).read_all().num_rows
+
+
 def test_unfinished_transaction_restarted_is_warned_and_counted(tmp_path):
     """../shared/hostile/p4k_null_prev_tranlsa.json: one record inside the huge transaction
     claims to start a new transaction under the same trid. The events dropped with the
     unfinished one are counted and warned about, never lost silently."""
-    from conftest import SHARED
     from walcdc.cli import main as cli_main
 
-    src = fixture_dir("p4k")  # skips (fails in CI) without the shared fixtures
-    spec = json.loads((SHARED / "hostile" / "p4k_null_prev_tranlsa.json").read_text())
-    assert spec["fixture"] == "p4k"
-    for f in src.iterdir():
-        shutil.copy(f, tmp_path / f.name)
-    for name, offset, data in spec["edits"]:
-        raw = bytes.fromhex(data)
-        assert not sampled(offset, len(raw))  # the page checksum does not see these bytes
-        with open(tmp_path / name, "r+b") as fh:
-            fh.seek(offset)
-            fh.write(raw)
+    fixture_dir("p4k")  # skips (fails in CI) without the shared fixtures
+    src = _hostile_copy(tmp_path, "p4k_null_prev_tranlsa.json")
     clean = walcdc.read_changes(src).read_all().num_rows
     stream = walcdc.read_changes(tmp_path)
     with pytest.warns(walcdc.UnfinishedTransactionDropped, match="dropped"):

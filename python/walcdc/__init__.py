@@ -25,7 +25,13 @@ from walcdc.errors import (
     OutputError,
     TruncatedLogError,
 )
-from walcdc.logset import EncryptedPagesSkipped, LogSet, UnfinishedTransactionDropped, open_log
+from walcdc.logset import (
+    EncryptedPagesSkipped,
+    LogSet,
+    UnfinishedTransactionDropped,
+    UnplacedRecordsSkipped,
+    open_log,
+)
 from walcdc.table_changes import read_table_changes
 
 __all__ = [
@@ -42,6 +48,7 @@ __all__ = [
     "samples",
     "EncryptedPagesSkipped",
     "UnfinishedTransactionDropped",
+    "UnplacedRecordsSkipped",
     "LogError",
     "LogIOError",
     "BadHeaderError",

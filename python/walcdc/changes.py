@@ -147,9 +147,10 @@ class ChangeStream:
 
     def _warn_at_end(self) -> None:
         """What the stream skipped or dropped, as warnings once it is over."""
-        from walcdc.logset import UnfinishedTransactionDropped, _warn_skipped
+        from walcdc.logset import UnfinishedTransactionDropped, _warn_skipped, _warn_unplaced
 
         _warn_skipped(self.skipped)
+        _warn_unplaced(self.unplaced)
         stats = self._native.stats()
         if stats.get("restarted_transactions"):
             warnings.warn(
@@ -196,6 +197,12 @@ class ChangeStream:
         """Transactions still open where the stream ended (once it has ended): ``trid``,
         ``first_lsa``, ``last_lsa``, buffered ``events``, ``user``, ``committed_with_postpone``."""
         return list(self._native.pending())
+
+    @property
+    def unplaced(self) -> List[int]:
+        """LSAs of records on archived pages skipped with the rest of their page (NULL
+        ``forw_lsa``, not an end marker; see :class:`walcdc.UnplacedRecordsSkipped`)."""
+        return list(self._native.unplaced())
 
     @property
     def skipped(self) -> List[Dict[str, Any]]:

@@ -19,6 +19,12 @@ class EncryptedPagesSkipped(UserWarning):
     """A walk with ``on_encrypted="skip"`` skipped a run of TDE-encrypted pages."""
 
 
+class UnplacedRecordsSkipped(UserWarning):
+    """Records on archived pages with a NULL ``forw_lsa`` that are not end markers: the walk
+    cannot tell where they end, goes on at the next page, and the rest of their page is not
+    read (a damaged archive). ``log.last_walk["unplaced"]`` / ``stream.unplaced`` list them."""
+
+
 class UnfinishedTransactionDropped(UserWarning):
     """A record started a new transaction under a trid whose transaction had not ended (no
     commit or abort record): the unfinished transaction's events were dropped. CUBRID reuses a
@@ -109,12 +115,15 @@ class LogSet:
         for native_batch in it:
             yield pa.record_batch(native_batch)
         skipped: List[Dict[str, Any]] = list(it.skipped())
+        unplaced: List[int] = list(it.unplaced())
         self.last_walk = {
             "end_lsa": it.end_lsa(),
             "end_reason": it.end_reason(),
             "skipped": skipped,
+            "unplaced": unplaced,
         }
         _warn_skipped(skipped)
+        _warn_unplaced(unplaced)
 
     def schemas(self, on_encrypted: str = "skip") -> List[Dict[str, Any]]:
         """The table schemas the log's committed class records define: ``name`` (as stored,
@@ -161,6 +170,18 @@ def _warn_skipped(skipped: List[Dict[str, Any]]) -> None:
                 f"{_fmt(s['resume_lsa']) if s['resume_lsa'] is not None else 'the end'})"
             ),
             stacklevel=3,
+        )
+
+
+def _warn_unplaced(unplaced: List[int]) -> None:
+    if unplaced:
+        shown = ", ".join(_fmt(k) for k in unplaced[:5]) + (", ..." if len(unplaced) > 5 else "")
+        warnings.warn(
+            UnplacedRecordsSkipped(
+                f"{len(unplaced)} record(s) on archived pages have a NULL forw_lsa ({shown}): "
+                "the rest of each such page was skipped (a damaged archive?)"
+            ),
+            stacklevel=4,
         )
 
 

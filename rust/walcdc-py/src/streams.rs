@@ -53,6 +53,11 @@ impl RecordBatches {
         skipped_list(py, &self.walker.skipped)
     }
 
+    /// Records on archived pages with a NULL forw_lsa, skipped with the rest of their page.
+    fn unplaced(&self) -> Vec<u64> {
+        self.walker.unplaced.iter().map(|l| l.to_key()).collect()
+    }
+
     fn end_lsa(&self) -> Option<u64> {
         self.walker.end_lsa.map(|l| l.to_key())
     }
@@ -167,6 +172,11 @@ impl ChangeBatches {
     /// Encrypted page runs skipped so far.
     fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         skipped_list(py, self.reader.skipped())
+    }
+
+    /// Records on archived pages with a NULL forw_lsa, skipped with the rest of their page.
+    fn unplaced(&self) -> Vec<u64> {
+        self.reader.unplaced().iter().map(|l| l.to_key()).collect()
     }
 
     /// Transactions still open at the end of the stream.

@@ -381,6 +381,11 @@ impl ChangeReader {
         &self.walker.skipped
     }
 
+    /// Records on archived pages the walk could not place (see `Walker::unplaced`).
+    pub fn unplaced(&self) -> &[Lsa] {
+        &self.walker.unplaced
+    }
+
     /// Transactions still open where the stream ended (available once it is over).
     pub fn pending(&self) -> &[Pending] {
         &self.pending

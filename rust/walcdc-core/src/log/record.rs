@@ -226,7 +226,9 @@ pub enum ParseProblem {
     /// `LOG_END_OF_LOG` on a page that has not been archived: the end of the log.
     EndMarker,
     /// `LOG_END_OF_LOG` or a NULL `forw_lsa` on an archived page: go on at the next page.
-    ArchivedMarker,
+    /// `rectype` tells which: an end marker leaves nothing behind, a record of another type
+    /// with a NULL `forw_lsa` is a record the walk cannot place, and is skipped (and counted).
+    ArchivedMarker { rectype: i32 },
     /// A NULL `forw_lsa` on an active page (a record the writer never completed).
     NullForward,
     /// Not what the writer writes.
@@ -273,7 +275,7 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
 
     if rectype == LOG_END_OF_LOG || forw_lsa.is_null() {
         if page.archived {
-            return Err(ParseProblem::ArchivedMarker);
+            return Err(ParseProblem::ArchivedMarker { rectype });
         }
         return Err(if rectype == LOG_END_OF_LOG { ParseProblem::EndMarker } else { ParseProblem::NullForward });
     }
@@ -415,7 +417,7 @@ impl LogSet {
                 lsa,
                 msg: format!("LSA {lsa} is the end of the log, not a record"),
             },
-            ParseProblem::ArchivedMarker | ParseProblem::NullForward => {
+            ParseProblem::ArchivedMarker { .. } | ParseProblem::NullForward => {
                 LogError::corrupt(&file(header_vol()), lsa, "record with a NULL forw_lsa (never completed)")
             }
             ParseProblem::Invalid(msg) => LogError::corrupt(&file(header_vol()), lsa, msg),

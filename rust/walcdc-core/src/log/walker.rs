@@ -85,6 +85,9 @@ pub struct Walker {
     /// bound after a crash.)
     must_exist_until: Lsa,
     pub skipped: Vec<SkippedRange>,
+    /// Records on archived pages with a NULL `forw_lsa` that are not end markers: the walk went
+    /// on at the next page, and the rest of their page was not read (a damaged archive).
+    pub unplaced: Vec<Lsa>,
     /// Where the walk stopped (the end of the log, or the requested end).
     pub end_lsa: Option<Lsa>,
     pub end_reason: Option<EndReason>,
@@ -116,6 +119,7 @@ impl Walker {
             on_encrypted,
             must_exist_until,
             skipped: Vec::new(),
+            unplaced: Vec::new(),
             end_lsa: None,
             end_reason: None,
             last_lsa: None,
@@ -246,7 +250,10 @@ impl Walker {
                         format!("an end-of-log marker before the end the header records ({})", self.must_exist_until),
                     ));
                 }
-                Err(ParseProblem::ArchivedMarker) => {
+                Err(ParseProblem::ArchivedMarker { rectype }) => {
+                    if rectype != crate::rectype::LOG_END_OF_LOG {
+                        self.unplaced.push(lsa);
+                    }
                     self.next = Some(Lsa::new(lsa.pageid + 1, -1));
                 }
                 Err(ParseProblem::Page { pageid, problem: PageProblem::Encrypted { vol }, .. }) => {
