@@ -218,47 +218,29 @@ impl ChangeReader {
             skip_events = c.txn_offset;
             skip_before = Some(c.position);
         }
-        if let Some(s) = opts.start {
-            crate::walker::validate_record_start(&log, s)?;
-        }
-        let walker = Walker::new(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
+        let walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
-        let (mut catalog, classes, staging) = match opts.start {
+        let (catalog, classes, staging) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
             _ => (Catalog::default(), ClassTracker::default(), Staging::default()),
         };
-        // The log's own class records (learned as the stream goes) take precedence.
-        let user_schemas = std::mem::take(&mut opts.user_schemas);
-        for (oid, name, repid, columns) in user_schemas.iter().cloned() {
-            if catalog.get(oid).is_none() {
-                catalog.add_columns(oid, &name, repid, columns);
-            }
-        }
-        let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
-        Ok(ChangeReader {
-            log,
-            walker,
-            opts,
-            txns: HashMap::new(),
-            ready: VecDeque::new(),
-            emitting: None,
-            skip_commits_upto,
-            skip_events,
-            skip_before,
-            staging,
-            suspect_commits: 0,
-            last_commit: None,
-            buffered: 0,
-            done: false,
-            stats: ChangeStats::default(),
-            pending: Vec::new(),
-            extractor: Extractor::default(),
+        let state = ReaderState {
+            position: opts.start.unwrap_or(Lsa::new(log.first_pageid, 0)),
+            db_creation: log.db_creation,
+            committed_only: opts.committed_only,
             catalog,
-            catalog_now,
             classes,
-        })
+            staging,
+            txns: HashMap::new(),
+            last_commit: None,
+            skip_commits_upto,
+            skip_before,
+            supplemental_records: 0,
+            suspect_commits: 0,
+        };
+        Self::assemble(log, opts, walker, state, skip_events)
     }
 
     /// A reader that goes on from `state` (see [`ReaderState`]) to `opts.end`; `opts.start`
@@ -284,7 +266,20 @@ impl ChangeReader {
         }
         opts.start = Some(state.position);
         let walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
+        Self::assemble(log, opts, walker, state, 0)
+    }
+
+    /// The reader over `walker`, knowing what `state` knows; `skip_events` of the first
+    /// transaction committed after the state's skip point were emitted already (a cursor).
+    fn assemble(
+        log: Arc<LogSet>,
+        mut opts: ChangeOptions,
+        walker: Walker,
+        state: ReaderState,
+        skip_events: u32,
+    ) -> Result<ChangeReader> {
         let mut catalog = state.catalog;
+        // The log's own class records (learned as the stream goes) take precedence.
         let user_schemas = std::mem::take(&mut opts.user_schemas);
         for (oid, name, repid, columns) in user_schemas.iter().cloned() {
             if catalog.get(oid).is_none() {
@@ -302,7 +297,7 @@ impl ChangeReader {
             ready: VecDeque::new(),
             emitting: None,
             skip_commits_upto: state.skip_commits_upto,
-            skip_events: 0,
+            skip_events,
             skip_before: state.skip_before,
             staging: state.staging,
             suspect_commits: state.suspect_commits,

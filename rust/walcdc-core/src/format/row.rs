@@ -828,7 +828,7 @@ fn json_node(b: &[u8], pos: &mut usize, out: &mut String, depth: u32) -> Result<
             *pos += 8;
             out.push_str(&json_f64(v));
         }
-        5 => out.push_str(&json_quote(&json_string(b, pos)?)),
+        5 => push_json_str(out, &json_string(b, pos)?),
         6 => {
             let n = json_word(b, pos)?;
             out.push('{');
@@ -836,7 +836,7 @@ fn json_node(b: &[u8], pos: &mut usize, out: &mut String, depth: u32) -> Result<
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&json_quote(&json_string(b, pos)?));
+                push_json_str(out, &json_string(b, pos)?);
                 out.push(':');
                 json_node(b, pos, out, depth + 1)?;
             }
