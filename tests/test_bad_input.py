@@ -895,20 +895,26 @@ def test_garbled_values_are_flagged_not_passed_as_good(tmp_path):
 
 
 def _hostile_copy(tmp_path, name):
-    """A copy of a fixture's volumes with one of ``../shared/hostile/``'s edits applied (the
-    edits lie outside the page checksum samples)."""
+    """A copy of a fixture's volumes with one of ``../shared/hostile/``'s edits applied, the
+    checksums of the pages it names recomputed."""
     from conftest import SHARED
+    from walcdc.testing import page_with_checksum
 
     spec = json.loads((SHARED / "hostile" / name).read_text())
     src = fixture_dir(spec["fixture"])
     for f in src.iterdir():
         shutil.copy(f, tmp_path / f.name)
     for volume, offset, data in spec["edits"]:
-        raw = bytes.fromhex(data)
-        assert not sampled(offset, len(raw))
         with open(tmp_path / volume, "r+b") as fh:
             fh.seek(offset)
-            fh.write(raw)
+            fh.write(bytes.fromhex(data))
+    ps = spec["ps"]
+    for volume, offset in spec["fixpages"]:
+        with open(tmp_path / volume, "r+b") as fh:
+            fh.seek(offset)
+            page = fh.read(ps)
+            fh.seek(offset)
+            fh.write(page_with_checksum(page))
     return src
 
 
@@ -949,3 +955,39 @@ def test_unfinished_transaction_restarted_is_warned_and_counted(tmp_path):
 
     r = CliRunner().invoke(cli_main, ["extract", str(tmp_path), "-o", str(tmp_path / "o.parquet")])
     assert r.exit_code == 0 and "walcdc: note:" in r.stderr and "dropped" in r.stderr
+
+
+def test_readable_records_after_a_torn_end_are_warned(tmp_path):
+    """../shared/hostile/crash_relabelled_pages_after_append.json: two pages past the header's
+    append LSA of the crashed log swapped and relabelled. The walk ends at the torn record, as
+    the engine's recovery would; the readable pages after it are reported, not lost silently."""
+    from click.testing import CliRunner
+
+    from walcdc.cli import main as cli_main
+
+    fixture_dir("crash")  # skips (fails in CI) without the shared fixtures
+    src = _hostile_copy(tmp_path, "crash_relabelled_pages_after_append.json")
+    clean = walcdc.open_log(src)
+    clean.records().read_all()
+    assert clean.last_walk["beyond_end"] is None  # the real crash end: nothing readable after it
+    log = walcdc.open_log(tmp_path)
+    with pytest.warns(walcdc.RecordsBeyondEndSkipped, match="later page"):
+        log.records().read_all()
+    walk = log.last_walk
+    assert walk["end_reason"] == "torn_record"
+    beyond = walk["beyond_end"]
+    assert beyond["end_lsa"] == walk["end_lsa"]
+    assert beyond["first_lsa"] > walk["end_lsa"] and beyond["pages"] >= 2
+    # Every page from the first readable one to the real end holds records.
+    real_end = L.split(clean.last_walk["end_lsa"])[0]
+    assert beyond["pages"] >= real_end - L.split(beyond["first_lsa"])[0]
+
+    stream = walcdc.read_changes(tmp_path)
+    with pytest.warns(walcdc.RecordsBeyondEndSkipped):
+        damaged = stream.read_all().num_rows
+    assert stream.beyond_end == beyond
+    assert stream.stats["pages_beyond_end"] == beyond["pages"]
+    assert damaged < walcdc.read_changes(src).read_all().num_rows
+
+    r = CliRunner().invoke(cli_main, ["extract", str(tmp_path), "-o", str(tmp_path / "o.parquet")])
+    assert r.exit_code == 0 and "walcdc: note:" in r.stderr and "readable records" in r.stderr

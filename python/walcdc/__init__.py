@@ -28,6 +28,7 @@ from walcdc.errors import (
 from walcdc.logset import (
     EncryptedPagesSkipped,
     LogSet,
+    RecordsBeyondEndSkipped,
     UnfinishedTransactionDropped,
     UnplacedRecordsSkipped,
     open_log,
@@ -49,6 +50,7 @@ __all__ = [
     "EncryptedPagesSkipped",
     "UnfinishedTransactionDropped",
     "UnplacedRecordsSkipped",
+    "RecordsBeyondEndSkipped",
     "LogError",
     "LogIOError",
     "BadHeaderError",

@@ -147,10 +147,16 @@ class ChangeStream:
 
     def _warn_at_end(self) -> None:
         """What the stream skipped or dropped, as warnings once it is over."""
-        from walcdc.logset import UnfinishedTransactionDropped, _warn_skipped, _warn_unplaced
+        from walcdc.logset import (
+            UnfinishedTransactionDropped,
+            _warn_beyond_end,
+            _warn_skipped,
+            _warn_unplaced,
+        )
 
         _warn_skipped(self.skipped)
         _warn_unplaced(self.unplaced)
+        _warn_beyond_end(self.beyond_end)
         stats = self._native.stats()
         if stats.get("restarted_transactions"):
             warnings.warn(
@@ -203,6 +209,14 @@ class ChangeStream:
         """LSAs of records on archived pages skipped with the rest of their page (NULL
         ``forw_lsa``, not an end marker; see :class:`walcdc.UnplacedRecordsSkipped`)."""
         return list(self._native.unplaced())
+
+    @property
+    def beyond_end(self) -> Optional[Dict[str, int]]:
+        """Readable records past the torn or unwritten end of a crashed log, which the stream
+        did not read: ``{"end_lsa", "first_lsa", "pages"}``, or None (see
+        :class:`walcdc.RecordsBeyondEndSkipped`)."""
+        b = self._native.beyond_end()
+        return dict(b) if b is not None else None
 
     @property
     def skipped(self) -> List[Dict[str, Any]]:

@@ -10,7 +10,14 @@ import pyarrow as pa
 
 from walcdc import _native
 
-__all__ = ["LogSet", "open_log", "EncryptedPagesSkipped"]
+__all__ = [
+    "LogSet",
+    "open_log",
+    "EncryptedPagesSkipped",
+    "UnplacedRecordsSkipped",
+    "UnfinishedTransactionDropped",
+    "RecordsBeyondEndSkipped",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -30,6 +37,13 @@ class UnfinishedTransactionDropped(UserWarning):
     commit or abort record): the unfinished transaction's events were dropped. CUBRID reuses a
     trid only after an end record, so the log is damaged there; ``stream.stats`` counts the
     cases (``restarted_transactions``) and the events lost (``abandoned_events``)."""
+
+
+class RecordsBeyondEndSkipped(UserWarning):
+    """A crashed log ends at a torn or never-written page, yet later pages of the same turn of
+    the ring hold readable records. CUBRID's recovery stops at the same place, so they are not
+    read; ``log.last_walk["beyond_end"]`` / ``stream.beyond_end`` say where they start and how
+    many pages hold them (``stream.stats["pages_beyond_end"]``)."""
 
 
 class LogSet:
@@ -116,14 +130,17 @@ class LogSet:
             yield pa.record_batch(native_batch)
         skipped: List[Dict[str, Any]] = list(it.skipped())
         unplaced: List[int] = list(it.unplaced())
+        beyond = it.beyond_end()
         self.last_walk = {
             "end_lsa": it.end_lsa(),
             "end_reason": it.end_reason(),
             "skipped": skipped,
             "unplaced": unplaced,
+            "beyond_end": dict(beyond) if beyond is not None else None,
         }
         _warn_skipped(skipped)
         _warn_unplaced(unplaced)
+        _warn_beyond_end(self.last_walk["beyond_end"])
 
     def schemas(self, on_encrypted: str = "skip") -> List[Dict[str, Any]]:
         """The table schemas the log's committed class records define: ``name`` (as stored,
@@ -180,6 +197,18 @@ def _warn_unplaced(unplaced: List[int]) -> None:
             UnplacedRecordsSkipped(
                 f"{len(unplaced)} record(s) on archived pages have a NULL forw_lsa ({shown}): "
                 "the rest of each such page was skipped (a damaged archive?)"
+            ),
+            stacklevel=4,
+        )
+
+
+def _warn_beyond_end(beyond: Optional[Dict[str, int]]) -> None:
+    if beyond:
+        warnings.warn(
+            RecordsBeyondEndSkipped(
+                f"the log ends at {_fmt(beyond['end_lsa'])} (a torn or unwritten page), but "
+                f"{beyond['pages']} later page(s) hold readable records, from "
+                f"{_fmt(beyond['first_lsa'])}: not read (a damaged tail of a crashed log?)"
             ),
             stacklevel=4,
         )

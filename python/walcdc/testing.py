@@ -109,6 +109,12 @@ SUPPLEMENT = {name.lower(): number for number, name in _native.supplement_types(
 SYSOP_END_ABORT = 1
 
 
+def page_with_checksum(page: bytes) -> bytes:
+    """A log page with its checksum recomputed (spec §3.4), so an edit of its bytes passes the
+    check and reaches the decoders behind it."""
+    return _native.page_with_checksum(bytes(page))
+
+
 def cdc_oid(volid: int, pageid: int, slotid: int) -> int:
     """An OID in CUBRID's CDC API packing (the form of ``class_oid`` / ``row_oid``)."""
     return _oid.pack(volid, pageid, slotid)

@@ -153,6 +153,19 @@ pub(crate) fn pending_list<'py>(py: Python<'py>, pending: &[Pending]) -> PyResul
     Ok(out)
 }
 
+/// Readable records past a torn end: `{"end_lsa", "first_lsa", "pages"}`, or None.
+pub(crate) fn beyond_end_dict<'py>(
+    py: Python<'py>,
+    b: Option<walcdc_core::walker::BeyondEnd>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(b) = b else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("end_lsa", b.end_lsa.to_key())?;
+    d.set_item("first_lsa", b.first_lsa.to_key())?;
+    d.set_item("pages", b.pages)?;
+    Ok(Some(d))
+}
+
 /// The counters of a change stream.
 pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ChangeStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -166,6 +179,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ChangeStats) -> PyResult<Boun
     d.set_item("peak_buffered_bytes", s.peak_buffered_bytes)?;
     d.set_item("restarted_transactions", s.restarted_transactions)?;
     d.set_item("abandoned_events", s.abandoned_events)?;
+    d.set_item("pages_beyond_end", s.pages_beyond_end)?;
     Ok(d)
 }
 

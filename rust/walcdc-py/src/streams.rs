@@ -11,7 +11,7 @@ use walcdc_core::records_arrow::{next_batch, RecordsBuilder};
 use walcdc_core::Walker;
 
 use crate::arrow::{Batch, Schema};
-use crate::conversion::{cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
+use crate::conversion::{beyond_end_dict, cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
 use crate::error::to_py;
 
 /// Iterates over record batches of a forward walk.
@@ -56,6 +56,11 @@ impl RecordBatches {
     /// Records on archived pages with a NULL forw_lsa, skipped with the rest of their page.
     fn unplaced(&self) -> Vec<u64> {
         self.walker.unplaced.iter().map(|l| l.to_key()).collect()
+    }
+
+    /// Readable records past a torn end of a crashed log, which the walk did not read.
+    fn beyond_end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        beyond_end_dict(py, self.walker.beyond_end)
     }
 
     fn end_lsa(&self) -> Option<u64> {
@@ -177,6 +182,11 @@ impl ChangeBatches {
     /// Records on archived pages with a NULL forw_lsa, skipped with the rest of their page.
     fn unplaced(&self) -> Vec<u64> {
         self.reader.unplaced().iter().map(|l| l.to_key()).collect()
+    }
+
+    /// Readable records past a torn end of a crashed log, which the stream did not read.
+    fn beyond_end<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        beyond_end_dict(py, self.reader.beyond_end())
     }
 
     /// Transactions still open at the end of the stream.

@@ -183,6 +183,17 @@ fn values_of(rep: &Representation, values: &Bound<'_, PyAny>) -> PyResult<Vec<Va
         .collect()
 }
 
+/// A log page (header and area) with its checksum recomputed, so an edit passes the check.
+#[pyfunction]
+fn page_with_checksum<'py>(py: Python<'py>, page: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
+    if page.len() < walcdc_core::page::PAGE_HEADER_SIZE || !page.len().is_power_of_two() {
+        return Err(PyValueError::new_err(format!("{} bytes is not a log page", page.len())));
+    }
+    let mut out = page.to_vec();
+    walcdc_core::page::set_checksum(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
 /// `encode_row(repid, columns, values, mvcc_insid=None, delid=None, prev_version=False, chn=0)
 /// -> bytes`: a heap record written with representation `repid` (`columns` in storage order).
 /// `values`: JSON texts in the CDC forms (None = NULL), a list in storage order or a dict by
@@ -239,6 +250,7 @@ fn storage_order(columns: Bound<'_, PyList>) -> PyResult<Vec<usize>> {
 /// Adds the encoders to `walcdc._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_class_record, m)?)?;
+    m.add_function(wrap_pyfunction!(page_with_checksum, m)?)?;
     m.add_function(wrap_pyfunction!(encode_row, m)?)?;
     m.add_function(wrap_pyfunction!(decode_row, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;

@@ -157,6 +157,9 @@ pub struct ChangeStats {
     /// the unfinished transaction.
     pub restarted_transactions: u64,
     pub abandoned_events: u64,
+    /// Pages past a torn or unwritten end of a crashed log that still hold readable records
+    /// (not read; see `Walker::beyond_end`).
+    pub pages_beyond_end: u64,
 }
 
 /// Reads change events from a log set, one forward pass.
@@ -381,6 +384,11 @@ impl ChangeReader {
         &self.walker.unplaced
     }
 
+    /// Readable records past a torn end of a crashed log (see `Walker::beyond_end`).
+    pub fn beyond_end(&self) -> Option<crate::walker::BeyondEnd> {
+        self.walker.beyond_end
+    }
+
     /// Transactions still open where the stream ended (available once it is over).
     pub fn pending(&self) -> &[Pending] {
         &self.pending
@@ -491,6 +499,7 @@ impl ChangeReader {
 
     fn finish(&mut self) -> Result<()> {
         self.done = true;
+        self.stats.pages_beyond_end = self.walker.beyond_end.map_or(0, |b| b.pages);
         let mut pending: Vec<Pending> = self
             .txns
             .iter()

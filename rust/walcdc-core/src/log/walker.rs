@@ -44,6 +44,20 @@ pub struct SkippedRange {
     pub resume_lsa: Option<Lsa>,
 }
 
+/// Readable records past a crash end: the walk ended at a torn or never-written page, yet later
+/// pages of the same cycle of the ring hold records the walk cannot reach (a damaged tail, or
+/// pages flushed out of order before the crash). The engine's recovery stops at the same place,
+/// so they are not read; they are reported so the loss is never silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BeyondEnd {
+    /// Where the walk ended.
+    pub end_lsa: Lsa,
+    /// The first record that starts on such a page.
+    pub first_lsa: Lsa,
+    /// How many pages past the end hold a readable record start.
+    pub pages: u64,
+}
+
 /// Why a walk stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndReason {
@@ -88,6 +102,8 @@ pub struct Walker {
     /// Records on archived pages with a NULL `forw_lsa` that are not end markers: the walk went
     /// on at the next page, and the rest of their page was not read (a damaged archive).
     pub unplaced: Vec<Lsa>,
+    /// Records readable past a torn or unwritten end of a crashed log (see [`BeyondEnd`]).
+    pub beyond_end: Option<BeyondEnd>,
     /// Where the walk stopped (the end of the log, or the requested end).
     pub end_lsa: Option<Lsa>,
     pub end_reason: Option<EndReason>,
@@ -120,6 +136,7 @@ impl Walker {
             must_exist_until,
             skipped: Vec::new(),
             unplaced: Vec::new(),
+            beyond_end: None,
             end_lsa: None,
             end_reason: None,
             last_lsa: None,
@@ -159,6 +176,11 @@ impl Walker {
     }
 
     fn finish(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<Record>> {
+        if matches!(reason, EndReason::Torn | EndReason::Unwritten) && self.torn_tail_possible() {
+            if let Some(at) = at {
+                self.beyond_end = self.readable_beyond(at);
+            }
+        }
         self.next = None;
         self.end_lsa = at;
         self.end_reason = Some(reason);
@@ -302,6 +324,27 @@ impl Walker {
                 Err(p) => return Err(self.log.problem_error(p, lsa)),
             }
         }
+    }
+
+    /// Pages after the one holding `end`, within one turn of the ring, whose first record reads.
+    fn readable_beyond(&self, end: Lsa) -> Option<BeyondEnd> {
+        let end_page = end.pageid;
+        let ring = self.log.active.as_ref()?.header.npages as i64;
+        let mut found: Option<BeyondEnd> = None;
+        for q in end_page + 1..end_page + ring {
+            let Fetch::Ok(p) = self.log.fetch(q) else { continue };
+            if p.header.offset < 0 {
+                continue;
+            }
+            let lsa = Lsa::new(q, p.header.offset);
+            if self.log.parse_record(lsa).is_ok() {
+                match &mut found {
+                    Some(b) => b.pages += 1,
+                    None => found = Some(BeyondEnd { end_lsa: end, first_lsa: lsa, pages: 1 }),
+                }
+            }
+        }
+        found
     }
 
     /// A crash can leave a torn tail only in a log that was not shut down cleanly.
