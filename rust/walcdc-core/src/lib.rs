@@ -14,6 +14,8 @@ pub mod arrow;
 pub mod cdc;
 pub mod error;
 pub mod format;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod log;
 #[cfg(test)]
 mod test_rng;

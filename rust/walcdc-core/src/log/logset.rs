@@ -23,12 +23,19 @@ pub const ACTIVE_HEADER_SIZE: usize = 376;
 /// `sizeof(LOG_ARV_HEADER)`.
 pub const ARCHIVE_HEADER_SIZE: usize = 64;
 
-/// One memory-mapped volume file.
+/// Where a volume's bytes live: a read-only map of its file, or memory (volumes built from
+/// bytes, for tests and fuzzing).
+enum Backing {
+    Map(Mmap),
+    Memory(Vec<u8>),
+}
+
+/// One volume: a memory-mapped file (or bytes held in memory).
 pub struct Volume {
     pub path: PathBuf,
     /// File name, used in messages and in the `file` column.
     pub name: String,
-    map: Mmap,
+    map: Backing,
     /// One bit per physical page whose checksum has been verified, so that a page holding many
     /// records is checked once, not once per record.
     verified: Vec<AtomicU64>,
@@ -51,21 +58,44 @@ impl Volume {
         // SAFETY: the volume is mapped read-only; a log volume that another process truncates
         // while it is mapped is outside what this reader supports (as for any mmap reader).
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        Ok(Volume::with_backing(path.to_path_buf(), name, Backing::Map(map)))
+    }
+
+    /// A volume held in memory, named `name` (its file name decides its role, as on disk).
+    pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Volume> {
+        if bytes.len() < PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE {
+            return Err(LogError::Truncated {
+                file: name.to_string(),
+                lsa: None,
+                msg: format!("{} bytes is too short to hold a log header", bytes.len()),
+            });
+        }
+        Ok(Volume::with_backing(PathBuf::from(name), name.to_string(), Backing::Memory(bytes)))
+    }
+
+    fn with_backing(path: PathBuf, name: String, map: Backing) -> Volume {
+        let len = match &map {
+            Backing::Map(m) => m.len(),
+            Backing::Memory(b) => b.len(),
+        };
         // Pages are at least 4 KiB: one bit per 4 KiB is enough for any page size.
-        let verified = (0..map.len().div_ceil(4096 * 64)).map(|_| AtomicU64::new(0)).collect();
-        Ok(Volume { path: path.to_path_buf(), name, map, verified })
+        let verified = (0..len.div_ceil(4096 * 64)).map(|_| AtomicU64::new(0)).collect();
+        Volume { path, name, map, verified }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.bytes().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.bytes().is_empty()
     }
 
     pub fn bytes(&self) -> &[u8] {
-        &self.map
+        match &self.map {
+            Backing::Map(m) => m,
+            Backing::Memory(b) => b,
+        }
     }
 
     fn is_verified(&self, physical: usize) -> bool {
@@ -306,12 +336,27 @@ impl LogSet {
             return Err(LogError::InvalidArgument { msg: "no log volume given".into() });
         }
         let files = expand(&paths)?;
+        let volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
+        LogSet::from_volumes(volumes)
+    }
+
+    /// A log set of volumes held in memory: `(file name, bytes)` pairs, validated as
+    /// [`LogSet::open`] validates files.
+    pub fn from_memory(volumes: Vec<(String, Vec<u8>)>) -> Result<LogSet> {
+        if volumes.is_empty() {
+            return Err(LogError::InvalidArgument { msg: "no log volume given".into() });
+        }
+        let volumes = volumes.into_iter().map(|(n, b)| Volume::from_bytes(&n, b)).collect::<Result<Vec<_>>>()?;
+        LogSet::from_volumes(volumes)
+    }
+
+    /// Validates opened volumes as one log set.
+    fn from_volumes(opened: Vec<Volume>) -> Result<LogSet> {
         let mut volumes = Vec::new();
         let mut active: Option<Active> = None;
         let mut raw_archives: Vec<(Archive, Option<i64>)> = Vec::new();
 
-        for path in &files {
-            let vol = Volume::open(path)?;
+        for vol in opened {
             let b = vol.bytes();
             let ph = PageHeader::parse(b);
             let body = &b[PAGE_HEADER_SIZE..];
@@ -439,7 +484,7 @@ impl LogSet {
         let db_creation = match (&active, raw_archives.first()) {
             (Some(a), _) => a.header.db_creation,
             (None, Some((a, _))) => a.db_creation,
-            (None, None) => unreachable!("expand() never returns an empty list"),
+            (None, None) => unreachable!("every volume is an active volume or an archive"),
         };
         let mut archives: Vec<Archive> = raw_archives.into_iter().map(|(a, _)| a).collect();
         for a in &archives {

@@ -1,0 +1,5 @@
+#![no_main]
+//! See walcdc_core::fuzzing::fuzz_supplemental.
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| walcdc_core::fuzzing::fuzz_supplemental(data));
