@@ -31,7 +31,7 @@ import walcdc
 from walcdc import lsa as L
 from walcdc.testing import page_with_checksum
 
-PAGE_HEADER = 24  # logical pageid (8), offset (2), flags (2), checksum (4), reserved
+PAGE_HEADER = 16  # logical pageid (8), first-record offset (2), flags (2), checksum (4)
 RECORD_HEADER = 32
 # Record header fields: prev_tranlsa, back_lsa, forw_lsa (LSAs), trid, type.
 HEADER_FIELDS = [(0, 8), (8, 8), (16, 8), (24, 4), (28, 4)]

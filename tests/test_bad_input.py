@@ -842,6 +842,7 @@ def test_start_at_the_end_of_the_log(tmp_path):
         "end_reason": "end_of_log",
         "skipped": [],
         "unplaced": [],
+        "beyond_end": None,
     }
 
 

@@ -117,6 +117,42 @@ class Cursor:
             raise InvalidArgumentError(f"{path}: {exc.message}", path) from None
 
 
+def _stream_batches(native, convert=None) -> Iterator[pa.RecordBatch]:
+    """A stream's batches, then its warnings. Holds what it reads, never the stream object: a
+    generator referring back to its stream would make a reference cycle through pyarrow's
+    reader that the garbage collector cannot see, and a stream dropped half way would keep its
+    volumes mapped."""
+    for b in native:
+        batch = pa.record_batch(b)
+        yield convert(batch) if convert is not None else batch
+    _warn_at_end(native)
+
+
+def _warn_at_end(native) -> None:
+    """What the stream skipped or dropped, as warnings once it is over."""
+    from walcdc.logset import (
+        UnfinishedTransactionDropped,
+        _warn_beyond_end,
+        _warn_skipped,
+        _warn_unplaced,
+    )
+
+    _warn_skipped(list(native.skipped()))
+    _warn_unplaced(list(native.unplaced()))
+    beyond = native.beyond_end()
+    _warn_beyond_end(dict(beyond) if beyond is not None else None)
+    stats = native.stats()
+    if stats.get("restarted_transactions"):
+        warnings.warn(
+            UnfinishedTransactionDropped(
+                f"{stats['restarted_transactions']} transaction(s) restarted under their trid "
+                f"before an end record: {stats['abandoned_events']} event(s) of the unfinished "
+                "one(s) dropped (a damaged log?)"
+            ),
+            stacklevel=4,
+        )
+
+
 class ChangeStream:
     """A stream of change events: an Arrow record batch stream with a resume :attr:`cursor`.
 
@@ -134,39 +170,8 @@ class ChangeStream:
         self._transform = transform
         self.schema: pa.Schema = transform.schema(native_schema) if transform else native_schema
         self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(
-            self.schema, self._batches()
+            self.schema, _stream_batches(native, transform)
         )
-
-    def _batches(self) -> Iterator[pa.RecordBatch]:
-        for b in self._native:
-            batch = pa.record_batch(b)
-            if self._transform is not None:
-                batch = self._transform(batch)
-            yield batch
-        self._warn_at_end()
-
-    def _warn_at_end(self) -> None:
-        """What the stream skipped or dropped, as warnings once it is over."""
-        from walcdc.logset import (
-            UnfinishedTransactionDropped,
-            _warn_beyond_end,
-            _warn_skipped,
-            _warn_unplaced,
-        )
-
-        _warn_skipped(self.skipped)
-        _warn_unplaced(self.unplaced)
-        _warn_beyond_end(self.beyond_end)
-        stats = self._native.stats()
-        if stats.get("restarted_transactions"):
-            warnings.warn(
-                UnfinishedTransactionDropped(
-                    f"{stats['restarted_transactions']} transaction(s) restarted under their trid "
-                    f"before an end record: {stats['abandoned_events']} event(s) of the unfinished "
-                    "one(s) dropped (a damaged log?)"
-                ),
-                stacklevel=4,
-            )
 
     # The RecordBatchReader interface.
     def __iter__(self) -> Iterator[pa.RecordBatch]:

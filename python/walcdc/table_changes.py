@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
 
-from walcdc.changes import ChangeStream, read_changes
+from walcdc.changes import ChangeStream, _stream_batches, read_changes
 from walcdc.errors import argument_error
 from walcdc.logset import LogSet, open_log
 from walcdc.options import TableIndex
@@ -87,25 +87,30 @@ def _convert(col: Dict[str, Any], v: Any) -> Any:
     return str(v)
 
 
-class _TableStream(ChangeStream):
-    """A :class:`~walcdc.ChangeStream` whose ``before`` / ``after`` are typed structs."""
+class _TypedRows:
+    """Turns a batch's JSON ``before`` / ``after`` into typed structs (the table's columns)."""
 
-    def __init__(self, native, columns: List[Dict[str, Any]], info: Dict[str, Any]):
-        self.info = info
-        self._transform = None
+    def __init__(self, columns: List[Dict[str, Any]], struct: pa.StructType, schema: pa.Schema):
         self._columns = columns
-        struct = pa.struct([pa.field(c["name"], arrow_type(c)) for c in columns])
         self._struct = struct
-        self._native = native
-        raw = pa.schema(native.schema())
-        fields = []
-        for f in raw:
-            if f.name in ("before", "after"):
-                fields.append(pa.field(f.name, struct))
-            elif f.name not in ("before_image", "after_image", "class_oid"):
-                fields.append(f)
-        self.schema = pa.schema(fields)
-        self.reader = pa.RecordBatchReader.from_batches(self.schema, self._typed())
+        self._schema = schema
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        errors = batch.column("decode_error").to_pylist()
+        sides = {
+            f.name: self._rows(batch.column(f.name), errors, f.name)
+            for f in self._schema
+            if f.name in ("before", "after")
+        }
+        cols = []
+        for f in self._schema:
+            if f.name in sides:
+                cols.append(sides[f.name])
+            elif f.name == "decode_error":
+                cols.append(pa.array(errors, pa.string()))
+            else:
+                cols.append(batch.column(f.name))
+        return pa.record_batch(cols, schema=self._schema)
 
     def _row(self, text: Optional[str]) -> Optional[Dict[str, Any]]:
         if text is None:
@@ -142,25 +147,25 @@ class _TableStream(ChangeStream):
                 fail(i, exc)
         return pa.array(rows, type=self._struct)
 
-    def _typed(self) -> Iterator[pa.RecordBatch]:
-        for b in self._native:
-            batch = pa.record_batch(b)
-            errors = batch.column("decode_error").to_pylist()
-            sides = {
-                f.name: self._rows(batch.column(f.name), errors, f.name)
-                for f in self.schema
-                if f.name in ("before", "after")
-            }
-            cols = []
-            for f in self.schema:
-                if f.name in sides:
-                    cols.append(sides[f.name])
-                elif f.name == "decode_error":
-                    cols.append(pa.array(errors, pa.string()))
-                else:
-                    cols.append(batch.column(f.name))
-            yield pa.record_batch(cols, schema=self.schema)
-        self._warn_at_end()
+
+class _TableStream(ChangeStream):
+    """A :class:`~walcdc.ChangeStream` whose ``before`` / ``after`` are typed structs."""
+
+    def __init__(self, native, columns: List[Dict[str, Any]], info: Dict[str, Any]):
+        self.info = info
+        self._transform = None
+        struct = pa.struct([pa.field(c["name"], arrow_type(c)) for c in columns])
+        self._native = native
+        raw = pa.schema(native.schema())
+        fields = []
+        for f in raw:
+            if f.name in ("before", "after"):
+                fields.append(pa.field(f.name, struct))
+            elif f.name not in ("before_image", "after_image", "class_oid"):
+                fields.append(f)
+        self.schema = pa.schema(fields)
+        typed = _TypedRows(columns, struct, self.schema)
+        self.reader = pa.RecordBatchReader.from_batches(self.schema, _stream_batches(native, typed))
 
 
 def read_table_changes(source, table, **kwargs) -> ChangeStream:

@@ -307,3 +307,112 @@ mod tests {
         assert!(log_from_input(&[0; PAGE_HEADER_SIZE]).is_none());
     }
 }
+
+/// Memory bounds: every kept input, with each aligned word in turn set to values a length or
+/// count field could lie with, runs through its target while the allocations of this thread
+/// are counted. The peak must stay within a bound derived from the input's size, whatever the
+/// fields say.
+#[cfg(test)]
+mod alloc_bounds {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    use super::*;
+
+    struct Counting;
+
+    thread_local! {
+        static LIVE: Cell<usize> = const { Cell::new(0) };
+        static PEAK: Cell<usize> = const { Cell::new(0) };
+    }
+
+    fn note(delta: isize) {
+        let _ = LIVE.try_with(|l| {
+            let now = (l.get() as isize + delta).max(0) as usize;
+            l.set(now);
+            let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
+        });
+    }
+
+    // SAFETY: forwards to the system allocator; only counts.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note(layout.size() as isize);
+            System.alloc(layout)
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            note(-(layout.size() as isize));
+            System.dealloc(ptr, layout)
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            note(new_size as isize - layout.size() as isize);
+            System.realloc(ptr, layout, new_size)
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+
+    /// Peak bytes allocated by this thread while `f` runs, above what was live before.
+    fn peak_of(f: impl FnOnce()) -> usize {
+        let base = LIVE.with(|l| l.get());
+        PEAK.with(|p| p.set(base));
+        f();
+        PEAK.with(|p| p.get()) - base
+    }
+
+    const LIES: [u32; 5] = [0x7FFF_FFFF, 0xFFFF_FFFF, 0x4000_0000, 0x0100_0000, 0x0001_0000];
+
+    /// The largest peak over the edits of every kept input of `target` (every aligned word of
+    /// the first 256 bytes, where headers and length fields lie, then every `stride` bytes), as
+    /// a multiple of the input's size, after a fixed `allowance`.
+    fn worst_ratio(target: &str, stride: usize, allowance: usize) -> (f64, usize) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds").join(target);
+        let mut worst = (0.0f64, 0usize);
+        for entry in std::fs::read_dir(root).unwrap().flatten() {
+            let seed = std::fs::read(entry.path()).unwrap();
+            let end = seed.len().saturating_sub(3);
+            for at in (0..end.min(256)).step_by(4).chain((256..end).step_by(stride)) {
+                for lie in LIES {
+                    for bytes in [lie.to_le_bytes(), lie.to_be_bytes()] {
+                        let mut data = seed.clone();
+                        data[at..at + 4].copy_from_slice(&bytes);
+                        let peak = peak_of(|| {
+                            run_target(target, &data);
+                        });
+                        let ratio = peak.saturating_sub(allowance) as f64 / data.len() as f64;
+                        if ratio > worst.0 {
+                            worst = (ratio, peak);
+                        }
+                    }
+                }
+            }
+        }
+        worst
+    }
+
+    #[test]
+    fn decoders_allocate_in_proportion_to_their_input() {
+        // Class records with rows and supplemental payloads: a few times the input at most
+        // (decoded values, names, JSON text), after 64 KiB for the decoders' own tables.
+        for target in ["class_and_row", "supplemental"] {
+            let (ratio, peak) = worst_ratio(target, 64, 64 << 10);
+            assert!(ratio <= 16.0, "{target}: {peak} bytes at peak, {ratio:.1} times the input");
+        }
+        // Reader states: serde reserves at most 1 MiB per sequence whatever its length prefix
+        // says, before the bytes run out; a few nested sequences stay within 4 MiB.
+        let (ratio, peak) = worst_ratio("reader_state", 64, 4 << 20);
+        assert!(ratio <= 16.0, "reader_state: {peak} bytes at peak, {ratio:.1} times the input");
+        // LZ4 expands 255 times at most; a length prefix claiming more allocates nothing.
+        let (ratio, peak) = worst_ratio("payload", 64, 64 << 10);
+        assert!(ratio <= 256.0, "payload: {peak} bytes at peak, {ratio:.1} times the input");
+    }
+
+    #[test]
+    fn log_sets_allocate_in_proportion_to_their_volumes() {
+        // The volumes are copied once (memory-backed here; mapped from files otherwise); a
+        // walk with payloads and the change streams add batches and images of the records.
+        let (ratio, peak) = worst_ratio("logset", 4096, 1 << 20);
+        assert!(ratio <= 24.0, "logset: {peak} bytes at peak, {ratio:.1} times the input");
+    }
+}

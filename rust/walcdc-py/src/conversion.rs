@@ -180,6 +180,7 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ChangeStats) -> PyResult<Boun
     d.set_item("restarted_transactions", s.restarted_transactions)?;
     d.set_item("abandoned_events", s.abandoned_events)?;
     d.set_item("pages_beyond_end", s.pages_beyond_end)?;
+    d.set_item("random_reads", s.random_reads)?;
     Ok(d)
 }
 

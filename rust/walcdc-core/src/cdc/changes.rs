@@ -160,11 +160,16 @@ pub struct ChangeStats {
     /// Pages past a torn or unwritten end of a crashed log that still hold readable records
     /// (not read; see `Walker::beyond_end`).
     pub pages_beyond_end: u64,
+    /// Records read by random access (chases, overflow rows, moved rows) beyond the forward
+    /// walk: proportional to the events, whatever the log's LSAs say.
+    pub random_reads: u64,
 }
 
 /// Reads change events from a log set, one forward pass.
 pub struct ChangeReader {
     log: Arc<LogSet>,
+    /// The log set's random-access count when the stream started (see `ChangeStats`).
+    reads_at_start: u64,
     walker: Walker,
     opts: ChangeOptions,
     txns: HashMap<i32, Txn>,
@@ -293,6 +298,7 @@ impl ChangeReader {
         let buffered = state.txns.values().map(|t| t.bytes).sum();
         let stats = ChangeStats { supplemental_records: state.supplemental_records, ..ChangeStats::default() };
         Ok(ChangeReader {
+            reads_at_start: log.random_reads(),
             log,
             walker,
             opts,
@@ -500,6 +506,7 @@ impl ChangeReader {
     fn finish(&mut self) -> Result<()> {
         self.done = true;
         self.stats.pages_beyond_end = self.walker.beyond_end.map_or(0, |b| b.pages);
+        self.stats.random_reads = self.log.random_reads() - self.reads_at_start;
         let mut pending: Vec<Pending> = self
             .txns
             .iter()

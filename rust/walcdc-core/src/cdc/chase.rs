@@ -36,6 +36,58 @@ impl Image {
     }
 }
 
+/// The operation a DML supplemental record closes: its records lie between the transaction's
+/// previous DML or DDL supplemental record (the floor) and it. Chain walks stay inside it, so
+/// that all chases together read a number of records bounded by the size of the log, whatever
+/// its LSAs say (a cycle or a pointer far back cannot make one event cost a long walk).
+struct Operation<'a> {
+    log: &'a LogSet,
+    /// The supplemental record.
+    at: Lsa,
+    trid: i32,
+    floor: std::cell::OnceCell<Option<Lsa>>,
+}
+
+impl<'a> Operation<'a> {
+    fn new(log: &'a LogSet, at: Lsa, trid: i32) -> Self {
+        Operation { log, at, trid, floor: std::cell::OnceCell::new() }
+    }
+
+    /// Whether `lsa` lies inside the operation (after its floor, before its supplemental record).
+    fn holds(&self, lsa: Lsa) -> bool {
+        lsa < self.at && self.floor().is_none_or(|f| lsa > f)
+    }
+
+    fn floor(&self) -> Option<Lsa> {
+        *self.floor.get_or_init(|| {
+            let Ok(supp) = self.log.record_at(self.at) else { return Some(self.at) };
+            let mut cur = supp.prev_tranlsa;
+            let mut above = self.at;
+            for _ in 0..MAX_OPERATION_STEPS {
+                if cur.is_null() {
+                    return None;
+                }
+                if cur >= above {
+                    return Some(above); // the chain does not go back: stop where it turns
+                }
+                let Ok(h) = self.log.record_at(cur) else { return Some(cur) };
+                if h.trid != self.trid || ends_operation(&h) {
+                    return Some(cur);
+                }
+                above = cur;
+                cur = h.prev_tranlsa;
+            }
+            Some(cur)
+        })
+    }
+}
+
+/// A DML or DDL supplemental record: the end of the operation before it.
+fn ends_operation(h: &Record) -> bool {
+    h.rectype == LOG_SUPPLEMENTAL_INFO
+        && !matches!(h.supplement_type(), Some(supplemental::UNDO_RECORD | supplemental::TRAN_USER))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Side {
     Before,
@@ -98,7 +150,15 @@ fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Ima
 }
 
 /// The image a supplemental record's LSA leads to (§7.3 of the format notes).
-fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
+fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
+    let (log, from) = (op.log, op.at);
+    if at >= from {
+        return Err(LogError::corrupt(
+            &log.set_name(),
+            from,
+            format!("the supplemental record's LSA {at} leads nowhere: it does not lie before it"),
+        ));
+    }
     let rec = log.record_at(at).map_err(|e| match e {
         // No record starts where the supplemental record points: it is the corrupt one.
         LogError::BadPosition { msg, .. } | LogError::InvalidArgument { msg } | LogError::CorruptRecord { msg, .. } => {
@@ -120,8 +180,8 @@ fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
             }
             (_, Some(RVHF_DELETE | RVHF_UPDATE)) if undoredo => Image::from_recdes(&part(log, &rec, side)?, at, log),
             (LOG_UNDO_DATA, Some(RVHF_MVCC_UPDATE_OVERFLOW)) => Image::from_recdes(&part(log, &rec, side)?, at, log),
-            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(log, &rec, side),
-            (LOG_UNDO_DATA | LOG_REDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
+            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(op, &rec, side),
+            (LOG_UNDO_DATA | LOG_REDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(op, &rec, side),
             _ => Err(wrong_kind(log, &rec, side, from)),
         },
         Side::After => match (t, rcv) {
@@ -132,9 +192,9 @@ fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
             (_, Some(RVHF_INSERT | RVHF_INSERT_NEWHOME | RVHF_UPDATE)) if undoredo => {
                 Image::from_recdes(&part(log, &rec, side)?, at, log)
             }
-            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(log, &rec, side),
-            (LOG_REDO_DATA, Some(RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
-            (LOG_UNDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(log, &rec, side),
+            (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(op, &rec, side),
+            (LOG_REDO_DATA, Some(RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE)) => overflow_row(op, &rec, side),
+            (LOG_UNDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(op, &rec, side),
             _ => Err(wrong_kind(log, &rec, side, from)),
         },
     }
@@ -142,7 +202,8 @@ fn image_at(log: &LogSet, at: Lsa, side: Side, from: Lsa) -> Result<Image> {
 
 /// Rebuilds a multi-page (overflow) row from its page images, walking the transaction's chain
 /// back from `start` to the `LOG_DUMMY_OVF_RECORD` that precedes the first page.
-fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
+fn overflow_row(op: &Operation, start: &Record, side: Side) -> Result<Image> {
+    let log = op.log;
     let is_redo = side == Side::After;
     let mut rcv = start.rcvindex().unwrap_or(-1);
     let trid = start.trid;
@@ -166,6 +227,9 @@ fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
             return Err(corrupt(start.lsa, format!("overflow chain from {} does not end", start.lsa)));
         }
         last = cur;
+        if !op.holds(cur) {
+            break; // left the operation without meeting the first page: the length check tells
+        }
         let h = log.record_at(cur)?;
         if h.trid != trid || h.rectype == LOG_DUMMY_OVF_RECORD {
             if !is_redo && h.rectype == LOG_DUMMY_OVF_RECORD && !h.prev_tranlsa.is_null() {
@@ -226,13 +290,16 @@ fn overflow_row(log: &LogSet, start: &Record, side: Side) -> Result<Image> {
 
 /// After an update moved a row (the home slot's new image is a forwarding record), find the
 /// new image written just before: the `RVHF_INSERT_NEWHOME` record or the new overflow pages.
-pub fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
+fn follow_forwarding(op: &Operation, home: Lsa) -> Result<Option<Image>> {
+    let log = op.log;
     let rec = log.record_at(home)?;
     let mut cur = rec.prev_tranlsa;
+    let mut above = home;
     for _ in 0..MAX_OPERATION_STEPS {
-        if cur.is_null() {
+        if cur.is_null() || cur >= above || !op.holds(cur) {
             break;
         }
+        above = cur;
         let h = log.record_at(cur)?;
         if h.trid != rec.trid || h.rectype == LOG_SUPPLEMENTAL_INFO {
             break;
@@ -242,7 +309,7 @@ pub fn follow_forwarding(log: &LogSet, home: Lsa) -> Result<Option<Image>> {
                 return Ok(Some(Image::from_recdes(&part(log, &h, Side::After)?, h.lsa, log)?))
             }
             Some(RVOVF_NEWPAGE_INSERT) if h.rectype == LOG_REDO_DATA => {
-                return overflow_row(log, &h, Side::After).map(Some)
+                return overflow_row(op, &h, Side::After).map(Some)
             }
             _ => {}
         }
@@ -291,6 +358,7 @@ fn chase_images(
     want_after: bool,
 ) -> Result<Chased> {
     let mut out = Chased::default();
+    let op = Operation::new(log, at, trid);
     let need_undo = dml.kind != DmlKind::Insert;
     let need_redo = dml.kind != DmlKind::Delete;
     let missing = |what: &str| {
@@ -300,7 +368,7 @@ fn chase_images(
         let u = dml.undo_lsa.ok_or_else(|| missing("undo"))?;
         // The update of an OID reservation is reported as an insert: its before image decides.
         if want_before || dml.kind == DmlKind::Update {
-            let img = image_at(log, u, Side::Before, at)?;
+            let img = image_at(&op, u, Side::Before)?;
             out.assign_address = dml.kind == DmlKind::Update && img.rec_type == REC_ASSIGN_ADDRESS;
             if want_before && !out.assign_address {
                 out.before = Some(img);
@@ -309,9 +377,9 @@ fn chase_images(
     }
     if need_redo && want_after {
         let r = dml.redo_lsa.ok_or_else(|| missing("redo"))?;
-        let mut img = image_at(log, r, Side::After, at)?;
+        let mut img = image_at(&op, r, Side::After)?;
         if img.rec_type == REC_RELOCATION || (img.rec_type == REC_BIGONE && img.row.len() == 8) {
-            if let Some(moved) = follow_forwarding(log, r)? {
+            if let Some(moved) = follow_forwarding(&op, r)? {
                 img = moved;
             }
         }
@@ -335,18 +403,25 @@ fn row_oid(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Opti
     };
     let supp = log.record_at(at)?;
     let mut cur = supp.prev_tranlsa;
+    let mut above = at;
     for _ in 0..MAX_OPERATION_STEPS {
         if cur.is_null() {
             return Ok(None);
         }
+        if cur >= above {
+            return Err(LogError::corrupt(
+                &log.set_name(),
+                above,
+                format!("prev_tranlsa {cur} does not lie before the record (a cycle in the transaction's chain)"),
+            ));
+        }
+        above = cur;
         let h = log.record_at(cur)?;
         if h.trid != trid {
             return Ok(None);
         }
         // The previous operation's supplemental record ends this operation's records.
-        if h.rectype == LOG_SUPPLEMENTAL_INFO
-            && !matches!(h.supplement_type(), Some(supplemental::UNDO_RECORD | supplemental::TRAN_USER))
-        {
+        if ends_operation(&h) {
             return Ok(None);
         }
         if let (Some(rcv), Some(oid)) = (h.rcvindex(), h.data_oid()) {

@@ -259,11 +259,17 @@ pub struct LogSet {
 struct PageWatch {
     below: AtomicI64,
     pages: Mutex<BTreeSet<i64>>,
+    /// Records read by random access ([`LogSet::record_at`]): chases, overflow rows, checks.
+    random_reads: AtomicU64,
 }
 
 impl Default for PageWatch {
     fn default() -> Self {
-        PageWatch { below: AtomicI64::new(i64::MIN), pages: Mutex::new(BTreeSet::new()) }
+        PageWatch {
+            below: AtomicI64::new(i64::MIN),
+            pages: Mutex::new(BTreeSet::new()),
+            random_reads: AtomicU64::new(0),
+        }
     }
 }
 
@@ -659,6 +665,16 @@ impl LogSet {
     pub fn watch_below(&self, pageid: i64) {
         self.watch.pages.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.watch.below.store(pageid, Ordering::Relaxed);
+    }
+
+    /// How many records were read by random access so far (a measure of the work chases do
+    /// beyond the forward walk; it must stay proportional to the records walked).
+    pub fn random_reads(&self) -> u64 {
+        self.watch.random_reads.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_random_read(&self) {
+        self.watch.random_reads.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The pages below the watched page fetched since [`LogSet::watch_below`].

@@ -371,6 +371,7 @@ impl LogSet {
 
     /// Random access: the record at `lsa`, or a typed error.
     pub fn record_at(&self, lsa: Lsa) -> Result<Record> {
+        self.count_random_read();
         self.parse_record(lsa).map_err(|p| match p {
             // A page the log has not reached yet: the LSA lies past the end, not in a bad log.
             ParseProblem::Page {
