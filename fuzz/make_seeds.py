@@ -2,7 +2,9 @@
 test writer (typed tables with every column type, ALTERs, interleaved transactions, aborts,
 savepoint rollbacks, failed statements, archives), in the input layout of
 ``walcdc_core::fuzzing::log_from_input``. The decoder-level seeds come from the fixtures
-(``cargo run --example fuzz_seeds``). Usage: ``python fuzz/make_seeds.py [OUT_DIR] [COUNT]``."""
+(``cargo run --example fuzz_seeds``). Usage: ``python fuzz/make_seeds.py [OUT_DIR] [COUNT]``;
+``python fuzz/make_seeds.py --dict`` rewrites ``fuzz/log.dict`` (the format's magic values for
+libFuzzer) from walcdc's own tables."""
 
 from __future__ import annotations
 
@@ -83,7 +85,35 @@ def plain_log(rnd: random.Random, directory: pathlib.Path) -> int:
     return page_size
 
 
+def write_dict(path: pathlib.Path) -> None:
+    from walcdc import _native
+
+    def q(b: bytes) -> str:
+        return '"' + "".join(f"\\x{c:02x}" for c in b) + '"'
+
+    lines = [
+        "# Magic values of the CUBRID log format for libFuzzer (-dict=fuzz/log.dict).",
+        "# Made by fuzz/make_seeds.py --dict; record types, recovery indexes and supplement",
+        "# types as 4-byte little-endian integers, NULL LSAs, volume magics, heap record types.",
+        'active_magic="CUBRID/LogActive"',
+        'archive_magic="CUBRID/LogArchive"',
+        "null_lsa=" + q(b"\xff" * 8),
+    ]
+    lines += [f"{name}={q(struct.pack('<i', n))}" for n, name in _native.record_types()]
+    lines += [f"{name}={q(struct.pack('<i', n))}" for n, name in _native.rcv_indexes() if name]
+    lines += [f"SUPP_{name}={q(struct.pack('<i', n))}" for n, name in _native.supplement_types()]
+    heap = [
+        "REC_UNKNOWN", "REC_ASSIGN_ADDRESS", "REC_HOME", "REC_NEWHOME", "REC_RELOCATION",
+        "REC_BIGONE", "REC_MARKDELETED", "REC_DELETED_WILL_REUSE", "REC_MVCC_NEXT_VERSION",
+    ]  # fmt: skip
+    lines += [f"{name}={q(struct.pack('<h', n))}" for n, name in enumerate(heap)]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--dict"]:
+        write_dict(ROOT / "fuzz" / "log.dict")
+        return
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "fuzz" / "corpus"
     count = int(sys.argv[2]) if len(sys.argv) > 2 else 60
     rnd = random.Random(20261125)

@@ -31,7 +31,7 @@ for t in "${targets[@]}"; do
     mkdir -p "corpus/$t" "seeds/$t" "regressions/$t" "artifacts/$t"
     echo "== fuzz $t (${limit[*]})"
     if cargo +nightly fuzz run -O -s none "$t" "corpus/$t" "seeds/$t" "regressions/$t" -- \
-        "${limit[@]}" -max_len=131072 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
+        "${limit[@]}" -dict=log.dict -max_len=131072 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"artifacts/logs/$t.log" 2>&1; then
         grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "artifacts/logs/$t.log" | tr '\n' ' '
         grep -E "DONE" "artifacts/logs/$t.log" | tail -1 | sed 's/^/  /'

@@ -176,9 +176,13 @@ pub fn fuzz_walk_from(data: &[u8]) {
 pub fn fuzz_changes(data: &[u8]) {
     let Some(log) = log_from_input(data) else { return };
     let log = Arc::new(log);
-    let modes = [(true, ImageMode::Full), (false, ImageMode::Full), (true, ImageMode::After)];
-    for (committed_only, mode) in modes {
-        let opts = ChangeOptions { committed_only, mode, on_encrypted: OnEncrypted::Skip, ..Default::default() };
+    for committed_only in [true, false] {
+        let opts = ChangeOptions {
+            committed_only,
+            mode: ImageMode::Full,
+            on_encrypted: OnEncrypted::Skip,
+            ..Default::default()
+        };
         let Ok(mut reader) = ChangeReader::new(log.clone(), opts.clone()) else { continue };
         let mut builder = ChangesBuilder::new(&log);
         loop {
@@ -238,7 +242,9 @@ pub fn fuzz_class_and_row(data: &[u8]) {
                 let _ = crate::row::value_text(v);
             }
         }
-        for a in &rep.attributes {
+        // The row's bytes read as one packed value of each of the first types (the DDL
+        // stream's form); more would only repeat the work.
+        for a in rep.attributes.iter().take(4) {
             let _ = crate::row::packed_value_json(row, &a.domain);
         }
     }
