@@ -162,6 +162,20 @@ class LogSet:
                     c["default"] = json.loads(text) if text is not None else None
         return out
 
+    def ranges(self, split_bytes: int = 256 << 20) -> List[tuple]:
+        """Record-aligned ranges of about ``split_bytes`` of log each, found from page headers
+        alone (no walk): ``[(start, end), ...]`` as LSAs, ``None`` for the first record of the
+        set and for the end of the log. ``records(start, end)`` over the ranges gives every
+        record exactly once; a record that spans a cut belongs to the range it starts in. This
+        is how a job splits a log for parallel readers."""
+        if split_bytes <= 0:
+            from walcdc.errors import argument_error
+
+            text = f"{{}}{split_bytes} must be a positive number of bytes"
+            raise argument_error("split_bytes", text)
+        pages = max(1, split_bytes // self.header()["page_size"])
+        return [tuple(r) for r in self._native.ranges(pages)]
+
     def min_archive_needed(self, cursor) -> Optional[int]:
         """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`
         or a restart LSA) still needs: archives with smaller numbers can be deleted."""

@@ -25,7 +25,7 @@ pub mod testkit;
 pub use arrow::{changes_arrow, jsonl, records_arrow};
 pub use cdc::{catalog, changes, chase, redact};
 pub use format::{le, lsa, page, rcvindex, rectype, row, schema, supplemental};
-pub use log::{logset, payload, record, source, walker};
+pub use log::{logset, payload, ranges, record, source, walker};
 #[cfg(any(test, feature = "writer"))]
 pub use testkit::{encode, writer};
 

@@ -1,9 +1,10 @@
 //! Log volumes as a log set: files and headers, the page map, records by LSA (layout rules,
-//! data headers), the forward walk and the end of the log, payloads (LZ4, DIFF).
+//! data headers), the forward walk and the end of the log, payloads (LZ4, DIFF), record-aligned ranges.
 
 pub mod logset;
 pub mod payload;
 pub mod positions;
+pub mod ranges;
 pub mod record;
 pub mod source;
 pub mod walker;
