@@ -8,6 +8,7 @@ import lzma
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,3 +181,28 @@ def p4k_all(p4k):
     import walcdc
 
     return walcdc.read_changes(p4k).read_all().to_pylist()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] Spark session for the whole run (PySpark 4 and Java 17+); its Python
+    workers use this interpreter. Skips where PySpark is not installed (fails under CI)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        if os.environ.get("CI") or os.environ.get("HYPOTHESIS_PROFILE") == "ci":
+            pytest.fail("PySpark is not installed (pip install '.[test]')")
+        pytest.skip("PySpark is not installed")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("walcdc-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
