@@ -17,6 +17,7 @@ dictionary-encoded strings are strings, timestamps are UTC instants.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
@@ -86,6 +87,19 @@ def _spark_arrow_schema(spark, schema) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC", prefers_large_types=large)
 
 
+def _use_driver_python(spark) -> None:
+    """In local mode, Python workers run the driver's own interpreter (where walcdc is
+    installed) unless PYSPARK_PYTHON or spark.pyspark.python says otherwise: PySpark's default
+    is whatever ``python3`` is first on the PATH."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 -- Spark Connect: the server decides
+        return
+    configured = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
+    if sc.master.startswith("local") and not configured:
+        sc.pythonExec = sys.executable
+
+
 def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(target).combine_chunks().to_batches()[0]
 
@@ -143,6 +157,7 @@ def read_records(
     arrow_schema = log.records(payloads=payloads).schema  # lazy: nothing is read
     schema = spark_schema(arrow_schema)
     target = _spark_arrow_schema(spark, schema)
+    _use_driver_python(spark)
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import walcdc
