@@ -13,8 +13,9 @@ from conftest import fixture_dir
 FIXTURES = ["p4k", "p16k", "crash", "breadth", "nosupp", "v11_2"]
 
 
-def local_as_spark(table: pa.Table, df) -> pa.Table:
-    """The local table in the Arrow types Spark hands back (the one mapping)."""
+def local_as_spark(table: pa.Table, df):
+    """The local table in the Arrow types Spark hands back (the one mapping), and what Spark
+    handed back."""
     from walcdc.spark import spark_schema
 
     got = df.toArrow()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
@@ -104,13 +104,9 @@ def _cast(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return pa.Table.from_batches([batch]).cast(target).combine_chunks().to_batches()[0]
 
 
-def _volume_paths(source: Union[str, os.PathLike[str], Sequence[Any], LogSet]) -> List[str]:
-    """Absolute volume paths the executors open (a directory is expanded on the driver)."""
-    if isinstance(source, LogSet):
-        paths = [v["path"] for v in source.header()["volumes"]]
-    else:
-        paths = [v["path"] for v in open_log(source).header()["volumes"]]
-    return [os.path.abspath(p) for p in paths]
+def _volume_paths(log: LogSet) -> List[str]:
+    """Absolute volume paths the executors open (a directory was expanded on the driver)."""
+    return [os.path.abspath(v["path"]) for v in log.header()["volumes"]]
 
 
 def _clip(
@@ -147,8 +143,8 @@ def read_records(
     from walcdc.options import choice, position
 
     choice("on_encrypted", on_encrypted, ("raise", "skip"))
-    paths = _volume_paths(source)
-    log = open_log(paths)
+    log = source if isinstance(source, LogSet) else open_log(source)
+    paths = _volume_paths(log)
     start_key = position(log, start, "start")
     end_key = position(log, end, "end")
     if start_key is not None:
@@ -175,8 +171,8 @@ def read_records(
 
 
 def _ranges_frame(spark, ranges):
-    """One row per range, in at most four tasks per core of the session: on a cluster, as many
-    tasks as ranges; tiny ranges are not a task each."""
+    """One row per range, spread over at most four tasks per core of the session (ranges
+    beyond that share a task)."""
     from pyspark.sql import types as T
 
     rows = [(i, s, e) for i, (s, e) in enumerate(ranges)]

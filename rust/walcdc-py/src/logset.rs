@@ -168,7 +168,6 @@ impl PyLogSet {
         Ok(out)
     }
 
-    /// The oldest archive number still needed to restart at `restart_lsa`.
     /// Record-aligned ranges of about `pages` pages each, from page headers alone:
     /// `[(start, end)]` as LSA keys, None for the first record / the end of the log.
     fn ranges(&self, pages: i64) -> Vec<(Option<u64>, Option<u64>)> {
@@ -178,6 +177,7 @@ impl PyLogSet {
             .collect()
     }
 
+    /// The oldest archive number still needed to restart at `restart_lsa`.
     fn min_archive_needed(&self, restart_lsa: u64) -> Option<i64> {
         changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa))
     }

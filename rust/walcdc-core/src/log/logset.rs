@@ -47,14 +47,7 @@ impl Volume {
             path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
         let io = |e: std::io::Error| LogError::Io { file: path.display().to_string(), msg: e.to_string() };
         let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
-            return Err(LogError::Truncated {
-                file: name,
-                lsa: None,
-                msg: format!("{len} bytes is too short to hold a log header"),
-            });
-        }
+        check_holds_header(&name, file.metadata().map_err(io)?.len())?;
         // SAFETY: the volume is mapped read-only; a log volume that another process truncates
         // while it is mapped is outside what this reader supports (as for any mmap reader).
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -63,13 +56,7 @@ impl Volume {
 
     /// A volume held in memory, named `name` (its file name decides its role, as on disk).
     pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Volume> {
-        if bytes.len() < PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE {
-            return Err(LogError::Truncated {
-                file: name.to_string(),
-                lsa: None,
-                msg: format!("{} bytes is too short to hold a log header", bytes.len()),
-            });
-        }
+        check_holds_header(name, bytes.len() as u64)?;
         Ok(Volume::with_backing(PathBuf::from(name), name.to_string(), Backing::Memory(bytes)))
     }
 
@@ -105,6 +92,18 @@ impl Volume {
     fn set_verified(&self, physical: usize) {
         self.verified[physical / 64].fetch_or(1 << (physical % 64), Ordering::Relaxed);
     }
+}
+
+/// A volume must at least hold a page header and a log header.
+fn check_holds_header(name: &str, len: u64) -> Result<()> {
+    if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
+        return Err(LogError::Truncated {
+            file: name.to_string(),
+            lsa: None,
+            msg: format!("{len} bytes is too short to hold a log header"),
+        });
+    }
+    Ok(())
 }
 
 fn cstr(b: &[u8]) -> String {
