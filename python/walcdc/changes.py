@@ -306,13 +306,79 @@ def read_changes(
     empty (the raw images stay) for the fastest extraction.
     """
     log = source if isinstance(source, LogSet) else open_log(source)
+    if envelope is not None:
+        choice("envelope", envelope, ENVELOPES)
+    if state is not None and (cursor is not None or start is not None):
+        raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
+    options = log._native.change_options(
+        **_native_options(
+            log,
+            start=start,
+            end=end,
+            tables=tables,
+            exclude_tables=exclude_tables,
+            users=users,
+            ops=ops,
+            include_trigger=include_trigger,
+            include_ddl=include_ddl,
+            committed_only=committed_only,
+            mode=mode,
+            keys=keys,
+            schema=schema,
+            cursor=cursor,
+            on_error=on_error,
+            memory_limit=memory_limit,
+            on_encrypted=on_encrypted,
+            decode=decode,
+            redact=redact,
+        )
+    )
+    native = log._native.changes(options, batch_size=int(batch_size), state=state)
+    header = log._native.header_info()
+    info = {
+        "committed_only": bool(committed_only),
+        "db_creation": header["db_creation"],
+        "database": header.get("prefix") or _database_name(header),
+        "envelope": envelope,
+    }
+    transform = None
+    if envelope == "debezium":
+        from walcdc.envelope import Debezium
+
+        transform = Debezium(info["database"])
+    return ChangeStream(native, transform, info)
+
+
+def _native_options(
+    log: LogSet,
+    *,
+    start,
+    end,
+    tables,
+    exclude_tables,
+    users,
+    ops,
+    include_trigger: bool,
+    include_ddl: str,
+    committed_only: bool,
+    mode: str,
+    keys: str,
+    schema,
+    cursor,
+    on_error: str,
+    memory_limit: int,
+    on_encrypted: str,
+    decode: bool,
+    redact: bool,
+) -> Dict[str, Any]:
+    """The options of :func:`read_changes`, checked and resolved against ``log`` (table names to
+    OIDs, times to LSAs, a cursor file to its cursor): keyword arguments of the native
+    ``change_options``, plain Python values (Spark ships them to its tasks)."""
     choice("mode", mode, ("id", "before", "after", "full"))
     choice("keys", keys, KEYS)
     choice("include_ddl", include_ddl, DDL_SCOPES)
     choice("on_error", on_error, ("raise", "skip"))
     choice("on_encrypted", on_encrypted, ("raise", "skip"))
-    if envelope is not None:
-        choice("envelope", envelope, ENVELOPES)
     user_schemas = None
     if schema is not None:
         from walcdc.schemas import load_schema
@@ -322,8 +388,6 @@ def read_changes(
         cursor = Cursor.load(cursor)
     if cursor is not None and start is not None:
         raise argument_error("start", "give {} or cursor=, not both")
-    if state is not None and (cursor is not None or start is not None):
-        raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     ops_list = parse_ops(ops)
     table_oids = exclude_oids = None
     if tables is not None or exclude_tables is not None:
@@ -333,7 +397,7 @@ def read_changes(
         if exclude_tables is not None:
             exclude_oids = index.resolve(exclude_tables, "exclude_tables")
     user_list = split_list(users)
-    native = log._native.changes(
+    return dict(
         start=position(log, start, "start"),
         end=position(log, end, "end"),
         committed_only=bool(committed_only),
@@ -342,7 +406,7 @@ def read_changes(
         exclude_tables=exclude_oids or None,
         users=[str(u) for u in user_list] if user_list is not None else None,
         ops=ops_list,
-        include_trigger=include_trigger,
+        include_trigger=bool(include_trigger),
         cursor=(
             (
                 cursor.db_creation,
@@ -358,27 +422,12 @@ def read_changes(
         memory_limit=int(memory_limit),
         on_error=on_error,
         on_encrypted=on_encrypted,
-        batch_size=int(batch_size),
         decode=bool(decode),
         user_schemas=user_schemas,
         keys=keys,
         include_ddl=include_ddl,
         redact=bool(redact),
-        state=state,
     )
-    header = log._native.header_info()
-    info = {
-        "committed_only": bool(committed_only),
-        "db_creation": header["db_creation"],
-        "database": header.get("prefix") or _database_name(header),
-        "envelope": envelope,
-    }
-    transform = None
-    if envelope == "debezium":
-        from walcdc.envelope import Debezium
-
-        transform = Debezium(info["database"])
-    return ChangeStream(native, transform, info)
 
 
 def _database_name(header: Dict[str, Any]) -> Optional[str]:

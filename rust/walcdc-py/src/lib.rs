@@ -7,7 +7,8 @@
 //!   option strings, result dicts);
 //! - [`arrow`]: the Arrow C data interface (batch and schema export, batch import, JSON Lines);
 //! - [`streams`]: the batch iterators (`RecordBatches`, `ChangeBatches`) and `ReaderState`;
-//! - [`logset`]: `LogSet`, an opened set of log volumes;
+//! - [`logset`]: `LogSet`, an opened set of log volumes, and checked change-stream options;
+//! - [`parallel`]: the pieces of a change stream read in parallel (`walcdc.spark`);
 //! - [`writer`]: the test log writer (`LogWriter`);
 //! - [`functions`]: module-level functions (tables of the core, OIDs, redaction);
 //! - [`testing_encode`]: encoders for `walcdc.testing`.
@@ -17,6 +18,7 @@ mod conversion;
 mod error;
 mod functions;
 mod logset;
+mod parallel;
 mod streams;
 mod testing_encode;
 mod writer;
@@ -34,7 +36,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::oid_pack, m)?)?;
     m.add_function(wrap_pyfunction!(functions::oid_unpack, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::encode_jsonl, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::range_facts, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::catalog_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::range_events, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::finish_events, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::carrier_events_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::no_supplemental_log_error, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::facts_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::changes_schema, m)?)?;
     m.add_class::<logset::PyLogSet>()?;
+    m.add_class::<logset::PyChangeOptions>()?;
+    m.add_class::<parallel::EventBatches>()?;
     m.add_class::<streams::RecordBatches>()?;
     m.add_class::<streams::ChangeBatches>()?;
     m.add_class::<streams::PyReaderState>()?;

@@ -19,10 +19,16 @@ use crate::conversion::{
 use crate::error::to_py;
 use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
 
+/// The checked options of a change stream.
+#[pyclass(name = "ChangeOptions", module = "walcdc._native", frozen)]
+pub(crate) struct PyChangeOptions {
+    pub(crate) inner: ChangeOptions,
+}
+
 /// An opened set of log volumes.
 #[pyclass(name = "LogSet", module = "walcdc._native", frozen)]
 pub(crate) struct PyLogSet {
-    inner: Arc<LogSet>,
+    pub(crate) inner: Arc<LogSet>,
 }
 
 #[pymethods]
@@ -38,7 +44,10 @@ impl PyLogSet {
         header_dict(py, &self.inner)
     }
 
-    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536))]
+    /// Records of a forward walk; `range`: `start` is the start of one of `ranges()` (see
+    /// `Walker::for_range`).
+    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536, range=false))]
+    #[allow(clippy::too_many_arguments)]
     fn records(
         &self,
         py: Python<'_>,
@@ -47,11 +56,20 @@ impl PyLogSet {
         on_encrypted: &str,
         payloads: bool,
         batch_size: usize,
+        range: bool,
     ) -> PyResult<RecordBatches> {
         let policy: OnEncrypted = parse_option(py, on_encrypted)?;
         let log = self.inner.clone();
-        let walker =
-            py.detach(|| Walker::checked(log, key_to_lsa(start), key_to_lsa(end), policy)).map_err(|e| to_py(py, e))?;
+        let (start, end) = (key_to_lsa(start), key_to_lsa(end));
+        let walker = py
+            .detach(|| {
+                if range {
+                    Walker::for_range(log, start, end, policy)
+                } else {
+                    Walker::checked(log, start, end, policy)
+                }
+            })
+            .map_err(|e| to_py(py, e))?;
         Ok(RecordBatches {
             walker,
             builder: RecordsBuilder::new(&self.inner, payloads),
@@ -83,13 +101,12 @@ impl PyLogSet {
         end_dict(py, &end)
     }
 
-    /// Change events (see `walcdc.read_changes`).
+    /// The options of a change stream (see `walcdc.read_changes`), checked once.
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", batch_size=65536, decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
-        state=None))]
+        on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true))]
     #[allow(clippy::too_many_arguments)]
-    fn changes(
+    fn change_options(
         &self,
         py: Python<'_>,
         start: Option<u64>,
@@ -105,16 +122,14 @@ impl PyLogSet {
         memory_limit: usize,
         on_error: &str,
         on_encrypted: &str,
-        batch_size: usize,
         decode: bool,
         user_schemas: Option<Vec<UserTable>>,
         keys: &str,
         include_ddl: &str,
         redact: bool,
-        state: Option<PyRef<'_, PyReaderState>>,
-    ) -> PyResult<ChangeBatches> {
+    ) -> PyResult<PyChangeOptions> {
         let ops = parse_ops(py, ops)?;
-        let opts = ChangeOptions {
+        let inner = ChangeOptions {
             start: key_to_lsa(start),
             end: key_to_lsa(end),
             committed_only,
@@ -134,6 +149,19 @@ impl PyLogSet {
             include_ddl: parse_option(py, include_ddl)?,
             redact,
         };
+        Ok(PyChangeOptions { inner })
+    }
+
+    /// Change events (see `walcdc.read_changes`).
+    #[pyo3(signature = (options, batch_size=65536, state=None))]
+    fn changes(
+        &self,
+        py: Python<'_>,
+        options: PyRef<'_, PyChangeOptions>,
+        batch_size: usize,
+        state: Option<PyRef<'_, PyReaderState>>,
+    ) -> PyResult<ChangeBatches> {
+        let opts = options.inner.clone();
         let log = self.inner.clone();
         let state = state.map(|s| s.inner.clone());
         let reader = py
@@ -185,6 +213,11 @@ impl PyLogSet {
     /// Remembers the pages below `pageid` fetched from now on (`watched_pages`).
     fn watch_below(&self, pageid: i64) {
         self.inner.watch_below(pageid)
+    }
+
+    /// Records read by random access so far (chases, overflow rows, the catalog's writes).
+    fn random_reads(&self) -> u64 {
+        self.inner.random_reads()
     }
 
     fn watched_pages(&self) -> Vec<i64> {

@@ -2,4 +2,5 @@
 
 pub mod changes_arrow;
 pub mod jsonl;
+pub mod parallel_arrow;
 pub mod records_arrow;

@@ -173,21 +173,12 @@ impl ClassTracker {
     /// What a record does to class records; the changes belong to the record's transaction
     /// (and take effect when it commits).
     pub fn record(&mut self, log: &LogSet, rec: &Record, out: &mut Vec<ClassChange>) -> Result<()> {
-        match rec.rectype {
-            LOG_COMMIT | LOG_ABORT => {
-                self.end(rec.trid, rec.rectype == LOG_COMMIT, out);
-                return Ok(());
-            }
-            LOG_REDO_DATA | LOG_UNDOREDO_DATA | LOG_DIFF_UNDOREDO_DATA | LOG_COMPENSATE => {}
-            _ => return Ok(()),
-        }
-        let (Some(rcv), Some(slot)) = (rec.rcvindex(), rec.data_oid()) else { return Ok(()) };
-        let (volid, pageid) = (slot.volid, slot.pageid);
-        let heap = matches!(rcv, RVHF_INSERT | RVHF_DELETE | RVHF_UPDATE | RVHF_INSERT_NEWHOME);
-        let ovf = matches!(rcv, RVOVF_NEWPAGE_INSERT | RVOVF_NEWPAGE_LINK | RVOVF_PAGE_UPDATE | RVOVF_CHANGE_LINK);
-        if !heap && !ovf {
+        if matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
+            self.end(rec.trid, rec.rectype == LOG_COMMIT, out);
             return Ok(());
         }
+        let Some((rcv, slot)) = tracked(rec) else { return Ok(()) };
+        let (volid, pageid) = (slot.volid, slot.pageid);
         let compensate = rec.rectype == LOG_COMPENSATE;
         let (mut undo, mut redo) = (Vec::new(), Vec::new());
         log.images(rec, &mut undo, &mut redo)?;
@@ -199,7 +190,7 @@ impl ClassTracker {
                 // Keep only pages of class records (memory stays bounded however large the
                 // rows of user tables are): a first page whose data starts like a class
                 // record, a page such a page links to, or a page of a known class record.
-                let first_of_class = new.len() >= 16 && new[12] == 0x60 && le::i32_at(new, 8) >= 160;
+                let first_of_class = first_overflow_page_of_class(new);
                 let wanted = first_of_class || self.class_pages.contains_key(&vpid) || self.linked.contains(&vpid);
                 if !new.is_empty() && wanted {
                     self.link_next(new);
@@ -237,6 +228,44 @@ impl ClassTracker {
         }
         Ok(())
     }
+}
+
+/// The recovery index and slot of a record the tracker reads (heap and overflow writes of
+/// data records), `None` for every other record.
+fn tracked(rec: &Record) -> Option<(i32, Oid)> {
+    if !matches!(rec.rectype, LOG_REDO_DATA | LOG_UNDOREDO_DATA | LOG_DIFF_UNDOREDO_DATA | LOG_COMPENSATE) {
+        return None;
+    }
+    let (rcv, slot) = (rec.rcvindex()?, rec.data_oid()?);
+    let heap = matches!(rcv, RVHF_INSERT | RVHF_DELETE | RVHF_UPDATE | RVHF_INSERT_NEWHOME);
+    let ovf = matches!(rcv, RVOVF_NEWPAGE_INSERT | RVOVF_NEWPAGE_LINK | RVOVF_PAGE_UPDATE | RVOVF_CHANGE_LINK);
+    (heap || ovf).then_some((rcv, slot))
+}
+
+/// Whether the first page of an overflow record holds the start of a class record
+/// (`[next VPID 8][length 4][class record...]`, the record's header at byte 12).
+fn first_overflow_page_of_class(page: &[u8]) -> bool {
+    page.len() >= 16 && page[12] == 0x60 && le::i32_at(page, 8) >= 160
+}
+
+/// For a record the class tracker reads (see [`ClassTracker::record`]): `Some(true)` when one
+/// of its images is (the start of) a class record, `Some(false)` when it is another heap or
+/// overflow write; `None` for records the tracker ignores. Decided from the record alone, so
+/// that a reader of one range of the log can pick out the writes that matter to the catalog:
+/// a transaction with no class-record image never changes a class record.
+pub fn class_record_write(log: &LogSet, rec: &Record) -> Result<Option<bool>> {
+    if rec.trid <= 0 {
+        return Ok(None);
+    }
+    let Some((rcv, _)) = tracked(rec) else { return Ok(None) };
+    let (mut undo, mut redo) = (Vec::new(), Vec::new());
+    log.images(rec, &mut undo, &mut redo)?;
+    let classish = |img: &[u8]| match rcv {
+        RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE => first_overflow_page_of_class(img),
+        RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK => false,
+        _ => img.get(2..).is_some_and(schema::looks_like_class_record),
+    };
+    Ok(Some(classish(&undo) || classish(&redo)))
 }
 
 /// Representation id of a user-given layout that serves rows of any representation.
@@ -607,6 +636,12 @@ impl Staging {
                 }
             }
         }
+    }
+
+    /// Takes the changes a transaction has staged (at its end, or when a new transaction
+    /// starts under its trid).
+    pub fn take(&mut self, trid: i32) -> Vec<ClassChange> {
+        self.by_trid.remove(&trid).unwrap_or_default()
     }
 
     /// The changes a transaction has staged so far.

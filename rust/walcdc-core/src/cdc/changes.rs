@@ -444,36 +444,11 @@ impl ChangeReader {
     }
 
     fn wants(&self, op: Op) -> bool {
-        match &self.opts.ops {
-            Some(set) => set.contains(&op),
-            None => match op {
-                Op::Insert | Op::Update | Op::Delete | Op::Ddl => true,
-                Op::Commit | Op::Abort | Op::Timer => !self.opts.committed_only,
-            },
-        }
-    }
-
-    /// Whether changes of `class` (a table, or a partition of one, matched by its partitioned
-    /// table too) pass the table filters. (Names are resolved to class OIDs by the caller.)
-    fn class_passes(&self, class: Oid) -> bool {
-        let root = self.catalog.root(class);
-        let oids = [class.to_cdc(), root.to_cdc()];
-        if oids.iter().any(|o| self.opts.exclude_tables.contains(o)) {
-            return false;
-        }
-        self.opts.tables.as_ref().is_none_or(|t| oids.iter().any(|o| t.contains(o)))
-    }
-
-    fn has_table_filter(&self) -> bool {
-        self.opts.tables.is_some()
+        self.opts.wants(op)
     }
 
     fn user_passes(&self, user: Option<&str>) -> bool {
-        match (&self.opts.users, user) {
-            (None, _) => true,
-            (Some(list), Some(u)) => list.iter().any(|x| x.eq_ignore_ascii_case(u)),
-            (Some(_), None) => false,
-        }
+        self.opts.user_passes(user)
     }
 
     /// The next event, `Ok(None)` at the end.
@@ -585,15 +560,11 @@ impl ChangeReader {
             LOG_COMMIT_WITH_POSTPONE | LOG_COMMIT_WITH_POSTPONE_OBSOLETE => txn.committed_with_postpone = true,
             LOG_COMMIT => self.on_end(rec, true)?,
             LOG_ABORT => self.on_end(rec, false)?,
-            LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA | LOG_MVCC_UNDO_DATA => {
-                if matches!(
-                    rec.rcvindex(),
-                    Some(RVHF_MVCC_INSERT | RVHF_MVCC_DELETE_REC_HOME | RVHF_UPDATE_NOTIFY_VACUUM)
-                ) {
+            _ => {
+                if is_mvcc_dml(rec) {
                     txn.mvcc_dml = true;
                 }
             }
-            _ => {}
         }
         Ok(())
     }
@@ -738,56 +709,29 @@ impl ChangeReader {
                 Ok(())
             }
             Supplement::Dml(dml) => {
-                let op = extract::dml_op(&dml);
                 if engine && !self.resolve_user(rec)? {
                     return Ok(());
                 }
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 // Filters are decided before any image is built.
-                if (dml.trigger && !self.opts.include_trigger)
-                    || !self.class_passes(dml.class_oid)
-                    || (user.is_some() && !self.user_passes(user.as_deref()))
-                    || (engine && !self.user_passes(user.as_deref()))
-                {
+                if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
                     return Ok(());
                 }
-                // An update of an OID reservation is reported as an insert; only the chase knows.
-                if !(self.wants(op) || (op == Op::Update && self.wants(Op::Insert))) {
+                let Some(mut e) = dml_candidate(&self.log, rec, &dml, &self.opts, &self.catalog)? else {
                     return Ok(());
-                }
-                let (mode_before, mode_after) = self.opts.mode.images();
-                // The key (primary-key columns) comes from the row after the change, or before
-                // it for a delete, in every mode; an image the mode does not keep is dropped
-                // once the key is taken (`keep_wanted_images`).
-                let key_after = op != Op::Delete;
-                let want_before = mode_before || (self.opts.decode && !key_after);
-                let want_after = mode_after || (self.opts.decode && key_after);
-                let mut e = extract::dml_event(&self.log, rec, &dml, want_before, want_after, self.opts.on_error)?;
+                };
                 e.user = user;
-                if !self.wants(e.op) {
-                    return Ok(());
-                }
                 self.push_event(e)
             }
             Supplement::Ddl(ddl) => {
                 if engine && !self.resolve_user(rec)? {
                     return Ok(());
                 }
-                let passes = if ddl.class_oid.is_null() {
-                    // Table-less DDL (serials, users, ...): kept unless a table filter asks for
-                    // its tables' DDL only.
-                    !self.has_table_filter() || self.opts.include_ddl == DdlScope::All
-                } else {
-                    self.class_passes(ddl.class_oid)
-                };
-                if !self.wants(Op::Ddl) || !passes {
-                    return Ok(());
-                }
                 let user = self.txns.get(&rec.trid).and_then(|t| t.user.clone());
                 if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
                     return Ok(());
                 }
-                let mut e = extract::ddl_event(rec, ddl, self.opts.redact);
+                let Some(mut e) = ddl_candidate(rec, ddl, &self.opts, &self.catalog) else { return Ok(()) };
                 e.user = user;
                 self.push_event(e)
             }
@@ -890,79 +834,154 @@ impl ChangeReader {
     /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
     /// changes), and names its table.
     fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
-        let mut t = Typed::default();
-        let Some(class) = e.class_oid else { return t };
-        let overlay;
-        let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
-            let mut c = self.catalog.clone();
-            for change in staged {
-                c.apply(change.clone());
-            }
-            overlay = c;
-            &overlay
-        } else {
-            &self.catalog
-        };
-        let root = cat.root(class);
-        if root != class {
-            t.partition_oid = Some(class);
-            t.root_oid = Some(root);
-        }
-        t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
-        if !self.opts.decode {
-            return t;
-        }
-        let mut errors = Vec::new();
-        let mut decode = |img: &Option<Image>| match img {
-            Some(i) => match cat.decode_keyed(class, i, self.opts.keys, self.catalog_now.as_ref()) {
-                Ok(d) => Some(d),
-                Err(m) => {
-                    errors.push(m);
-                    None
-                }
-            },
-            None => None,
-        };
-        let before = decode(&e.before);
-        let after = decode(&e.after);
-        for (side, row) in [("before", &before), ("after", &after)] {
-            if let Some(r) = row {
-                errors.extend(r.problems.iter().map(|p| format!("{side}: {p}")));
-            }
-        }
-        if let (Some(b), Some(a)) = (&before, &after) {
-            t.changed_columns = Some(catalog::changed_columns(b, a));
-        }
-        t.key = after.as_ref().or(before.as_ref()).and_then(|d| d.key_json());
-        t.before = before.map(|d| d.json);
-        t.after = after.map(|d| d.json);
-        if !errors.is_empty() {
-            errors.dedup();
-            t.decode_error = Some(errors.join("; "));
-        }
-        t
+        type_event(&self.catalog, staged, e, self.opts.decode, self.opts.keys, self.catalog_now.as_ref())
     }
 
     /// Drops the images the mode does not keep (read only for the key).
     fn keep_wanted_images(&self, e: &mut Event) {
-        let (before, after) = self.opts.mode.images();
-        if before && after {
-            return;
+        keep_wanted_images(self.opts.mode, e)
+    }
+}
+
+/// An MVCC change of a heap row (user tables; DDL changes the catalog's own rows too).
+pub fn is_mvcc_dml(rec: &Record) -> bool {
+    matches!(rec.rectype, LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA | LOG_MVCC_UNDO_DATA)
+        && matches!(rec.rcvindex(), Some(RVHF_MVCC_INSERT | RVHF_MVCC_DELETE_REC_HOME | RVHF_UPDATE_NOTIFY_VACUUM))
+}
+
+/// The candidate event of a DML supplement, or `None` when the options filter it out (trigger,
+/// table, operation; the user is the caller's to check): decided before any image is built,
+/// with `catalog` as of the record (committed class changes only).
+pub fn dml_candidate(
+    log: &LogSet,
+    rec: &Record,
+    dml: &supplemental::DmlSupplement,
+    opts: &ChangeOptions,
+    catalog: &Catalog,
+) -> Result<Option<Event>> {
+    let op = extract::dml_op(dml);
+    if (dml.trigger && !opts.include_trigger) || !opts.class_passes(catalog, dml.class_oid) {
+        return Ok(None);
+    }
+    // An update of an OID reservation is reported as an insert; only the chase knows.
+    if !(opts.wants(op) || (op == Op::Update && opts.wants(Op::Insert))) {
+        return Ok(None);
+    }
+    let (mode_before, mode_after) = opts.mode.images();
+    // The key (primary-key columns) comes from the row after the change, or before it for a
+    // delete, in every mode; an image the mode does not keep is dropped once the key is taken
+    // (`keep_wanted_images`).
+    let key_after = op != Op::Delete;
+    let want_before = mode_before || (opts.decode && !key_after);
+    let want_after = mode_after || (opts.decode && key_after);
+    let e = extract::dml_event(log, rec, dml, want_before, want_after, opts.on_error)?;
+    Ok(opts.wants(e.op).then_some(e))
+}
+
+/// The candidate event of a DDL supplement, or `None` when the options filter it out (the
+/// user is the caller's to check).
+pub fn ddl_candidate(
+    rec: &Record,
+    ddl: supplemental::DdlSupplement,
+    opts: &ChangeOptions,
+    catalog: &Catalog,
+) -> Option<Event> {
+    let passes = if ddl.class_oid.is_null() {
+        // Table-less DDL (serials, users, ...): kept unless a table filter asks for its tables'
+        // DDL only.
+        opts.tables.is_none() || opts.include_ddl == DdlScope::All
+    } else {
+        opts.class_passes(catalog, ddl.class_oid)
+    };
+    if !opts.wants(Op::Ddl) || !passes {
+        return None;
+    }
+    Some(extract::ddl_event(rec, ddl, opts.redact))
+}
+
+/// Decodes an event's images with `catalog` (plus a transaction's not yet committed class
+/// changes), and names its table; `now` is the catalog at the end of the log, for
+/// `KeyMode::NameNow`.
+pub fn type_event(
+    catalog: &Catalog,
+    staged: &[ClassChange],
+    e: &Event,
+    decode: bool,
+    keys: KeyMode,
+    now: Option<&Catalog>,
+) -> Typed {
+    let mut t = Typed::default();
+    let Some(class) = e.class_oid else { return t };
+    let overlay;
+    let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
+        let mut c = catalog.clone();
+        for change in staged {
+            c.apply(change.clone());
         }
+        overlay = c;
+        &overlay
+    } else {
+        catalog
+    };
+    let root = cat.root(class);
+    if root != class {
+        t.partition_oid = Some(class);
+        t.root_oid = Some(root);
+    }
+    t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
+    if !decode {
+        return t;
+    }
+    let mut errors = Vec::new();
+    let mut decode = |img: &Option<Image>| match img {
+        Some(i) => match cat.decode_keyed(class, i, keys, now) {
+            Ok(d) => Some(d),
+            Err(m) => {
+                errors.push(m);
+                None
+            }
+        },
+        None => None,
+    };
+    let before = decode(&e.before);
+    let after = decode(&e.after);
+    for (side, row) in [("before", &before), ("after", &after)] {
+        if let Some(r) = row {
+            errors.extend(r.problems.iter().map(|p| format!("{side}: {p}")));
+        }
+    }
+    if let (Some(b), Some(a)) = (&before, &after) {
+        t.changed_columns = Some(catalog::changed_columns(b, a));
+    }
+    t.key = after.as_ref().or(before.as_ref()).and_then(|d| d.key_json());
+    t.before = before.map(|d| d.json);
+    t.after = after.map(|d| d.json);
+    if !errors.is_empty() {
+        errors.dedup();
+        t.decode_error = Some(errors.join("; "));
+    }
+    t
+}
+
+/// Drops the images `mode` does not keep (read only for the key).
+pub fn keep_wanted_images(mode: ImageMode, e: &mut Event) {
+    let (before, after) = mode.images();
+    if before && after {
+        return;
+    }
+    if !before {
+        e.before = None;
+    }
+    if !after {
+        e.after = None;
+    }
+    if let Some(t) = e.typed.as_mut() {
         if !before {
-            e.before = None;
+            t.before = None;
         }
         if !after {
-            e.after = None;
+            t.after = None;
         }
-        if let Some(t) = e.typed.as_mut() {
-            if !before {
-                t.before = None;
-            }
-            if !after {
-                t.after = None;
-            }
-            t.changed_columns = None;
-        }
+        t.changed_columns = None;
     }
 }

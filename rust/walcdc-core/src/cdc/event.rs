@@ -288,6 +288,41 @@ pub struct ChangeOptions {
     pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
 }
 
+impl ChangeOptions {
+    /// Whether events of `op` are asked for.
+    pub fn wants(&self, op: Op) -> bool {
+        match &self.ops {
+            Some(set) => set.contains(&op),
+            None => match op {
+                Op::Insert | Op::Update | Op::Delete | Op::Ddl => true,
+                Op::Commit | Op::Abort | Op::Timer => !self.committed_only,
+            },
+        }
+    }
+
+    /// Whether changes of `class` (a table, or a partition of one, matched by its partitioned
+    /// table too) pass the table filters, with `catalog` as of the change. (Names are resolved
+    /// to class OIDs by the caller.)
+    pub fn class_passes(&self, catalog: &catalog::Catalog, class: Oid) -> bool {
+        let root = catalog.root(class);
+        let oids = [class.to_cdc(), root.to_cdc()];
+        if oids.iter().any(|o| self.exclude_tables.contains(o)) {
+            return false;
+        }
+        self.tables.as_ref().is_none_or(|t| oids.iter().any(|o| t.contains(o)))
+    }
+
+    /// Whether a transaction of `user` passes the user filter (an unknown user passes only
+    /// when there is none).
+    pub fn user_passes(&self, user: Option<&str>) -> bool {
+        match (&self.users, user) {
+            (None, _) => true,
+            (Some(list), Some(u)) => list.iter().any(|x| x.eq_ignore_ascii_case(u)),
+            (Some(_), None) => false,
+        }
+    }
+}
+
 impl Default for ChangeOptions {
     fn default() -> Self {
         ChangeOptions {

@@ -156,6 +156,24 @@ impl Walker {
         Walker::new(log, start, end, on_encrypted)
     }
 
+    /// As [`Walker::checked`], for one of the record-aligned ranges a log set is cut into
+    /// (`ranges::split`): a range may start on a TDE-encrypted page, which the walk skips under
+    /// `OnEncrypted::Skip` exactly as a walk from before the range would.
+    pub fn for_range(
+        log: Arc<LogSet>,
+        start: Option<Lsa>,
+        end: Option<Lsa>,
+        on_encrypted: OnEncrypted,
+    ) -> Result<Walker> {
+        if let Some(s) = start {
+            match validate_record_start(&log, s) {
+                Err(LogError::Encrypted { .. }) if on_encrypted == OnEncrypted::Skip => {}
+                other => other?,
+            }
+        }
+        Walker::new(log, start, end, on_encrypted)
+    }
+
     pub fn log(&self) -> &Arc<LogSet> {
         &self.log
     }

@@ -1,0 +1,437 @@
+//! The committed-only change stream cut into record-aligned ranges that are read independently
+//! (Spark tasks), with what no range can know alone settled afterwards by joins.
+//!
+//! A range contributes *facts* — transaction starts and ends, undone ranges (partial
+//! rollbacks), users, writes of the heap and overflow pages class records live in — and
+//! *candidate events* (supplemental records chased to their images, filtered by table and
+//! operation). Combining them is the joins' work (see `python/walcdc/spark.py`):
+//!
+//! * an event belongs to the transaction instance that ends at the first end record (commit or
+//!   abort) of its trid after it, unless a record starting a new transaction under that trid
+//!   (NULL `prev_tranlsa`) comes first — then it was abandoned, as the one-pass reader drops it;
+//! * an undone range, a user and a class-record write belong to instances the same way;
+//! * the class-record writes of the instances that wrote at least one class-record image (few:
+//!   DDL) are read once, in log order, into [`CatalogVersions`]: the class changes each commit
+//!   made, from which any task builds the catalog as of any LSA ([`CatalogAsOf`]). Nothing about
+//!   the catalog is learned by walking the log before a range.
+//!
+//! Each rule is the one [`crate::changes::ChangeReader`] applies as it goes; the tests compare
+//! the two streams on every fixture.
+
+use std::sync::Arc;
+
+use crate::catalog::{self, Catalog, ClassChange, ClassTracker, Staging, UserColumn};
+use crate::changes::{self, ChangeOptions, Event, Op};
+use crate::error::{LogError, Result};
+use crate::extract::Extractor;
+use crate::logset::LogSet;
+use crate::lsa::Lsa;
+use crate::rectype::*;
+use crate::supplemental::{self, Oid, Supplement};
+use crate::walker::{OnEncrypted, Walker};
+
+/// What a fact says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i8)]
+pub enum FactKind {
+    /// A record with a NULL `prev_tranlsa`: a transaction starts under `trid`.
+    Start = 0,
+    Commit = 1,
+    Abort = 2,
+    /// A compensation or system-operation end undid the transaction's records in `(lo, lsa)`.
+    Undone = 3,
+    /// A TRAN_USER supplemental record naming the transaction's user.
+    User = 4,
+    /// A heap or overflow write the class tracker reads; `class_record` when one of its images
+    /// is (the start of) a class record.
+    ClassWrite = 5,
+    /// The first MVCC heap change of a transaction in the range (evidence for
+    /// `supplemental_log=0`).
+    MvccDml = 6,
+}
+
+impl FactKind {
+    pub fn from_i8(v: i8) -> Option<FactKind> {
+        use FactKind::*;
+        [Start, Commit, Abort, Undone, User, ClassWrite, MvccDml].into_iter().find(|k| *k as i8 == v)
+    }
+}
+
+/// One fact of a range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fact {
+    pub kind: FactKind,
+    pub trid: i32,
+    pub lsa: Lsa,
+    /// The volume holding the record.
+    pub vol: u16,
+    /// `Undone`: the exclusive low end of the range (`None`: from the transaction's start).
+    pub lo: Option<Lsa>,
+    /// `Commit`/`Abort`: the end record's time (seconds).
+    pub time: Option<i64>,
+    pub user: Option<String>,
+    pub class_record: bool,
+}
+
+impl Fact {
+    fn new(kind: FactKind, rec: &crate::record::Record) -> Fact {
+        Fact { kind, trid: rec.trid, lsa: rec.lsa, vol: rec.vol, lo: None, time: None, user: None, class_record: false }
+    }
+}
+
+/// What a range says about transactions and class records.
+#[derive(Debug, Default)]
+pub struct RangeFacts {
+    pub facts: Vec<Fact>,
+    pub records: u64,
+    pub supplemental_records: u64,
+}
+
+/// The facts of the records in `[start, end)` (record starts; `None` = the log's first record /
+/// its end).
+pub fn range_facts(
+    log: &Arc<LogSet>,
+    start: Option<Lsa>,
+    end: Option<Lsa>,
+    on_encrypted: OnEncrypted,
+) -> Result<RangeFacts> {
+    let mut walker = Walker::for_range(log.clone(), start, end, on_encrypted)?;
+    let mut out = RangeFacts::default();
+    let mut extractor = Extractor::default();
+    // Trids with an MvccDml fact since their last start or end in this range.
+    let mut mvcc = std::collections::HashSet::new();
+    while let Some(rec) = walker.next_record()? {
+        out.records += 1;
+        if rec.trid <= 0 {
+            continue;
+        }
+        if rec.prev_tranlsa.is_null() {
+            out.facts.push(Fact::new(FactKind::Start, &rec));
+            mvcc.remove(&rec.trid);
+        }
+        if let Some(class_record) = catalog::class_record_write(log, &rec)? {
+            out.facts.push(Fact { class_record, ..Fact::new(FactKind::ClassWrite, &rec) });
+        }
+        let undone = |lo: Lsa| Fact { lo: (!lo.is_null()).then_some(lo), ..Fact::new(FactKind::Undone, &rec) };
+        match rec.rectype {
+            LOG_SUPPLEMENTAL_INFO => {
+                out.supplemental_records += 1;
+                if rec.supplement_type() == Some(supplemental::TRAN_USER) {
+                    if let Supplement::TranUser(user) = extractor.supplement(log, &rec)? {
+                        out.facts.push(Fact { user: Some(user), ..Fact::new(FactKind::User, &rec) });
+                    }
+                }
+            }
+            LOG_COMPENSATE => {
+                if let Some(x) = rec.undo_nxlsa() {
+                    out.facts.push(undone(x));
+                }
+            }
+            LOG_SYSOP_END => match rec.sysop_type() {
+                Some(SYSOP_END_ABORT) => out.facts.push(undone(rec.sysop_lastparent_lsa().unwrap_or(Lsa::NULL))),
+                Some(SYSOP_END_LOGICAL_COMPENSATE) => {
+                    if let Some(c) = rec.sysop_compensate_lsa() {
+                        out.facts.push(undone(c));
+                    }
+                }
+                _ => {}
+            },
+            LOG_COMMIT | LOG_ABORT => {
+                let kind = if rec.rectype == LOG_COMMIT { FactKind::Commit } else { FactKind::Abort };
+                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(kind, &rec) });
+                mvcc.remove(&rec.trid);
+            }
+            _ => {
+                if changes::is_mvcc_dml(&rec) && mvcc.insert(rec.trid) {
+                    out.facts.push(Fact::new(FactKind::MvccDml, &rec));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the catalog builder reads, in log order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatalogInput {
+    /// A record to read by random access: a class-record write, or the end record of a
+    /// transaction that made one.
+    Record(Lsa),
+    /// A transaction that made class-record writes was abandoned: a new one starts under its
+    /// trid at `lsa` (its staged changes are dropped).
+    Restart { trid: i32, lsa: Lsa },
+}
+
+impl CatalogInput {
+    fn lsa(&self) -> Lsa {
+        match *self {
+            CatalogInput::Record(l) | CatalogInput::Restart { lsa: l, .. } => l,
+        }
+    }
+}
+
+/// The class changes each commit made, in commit order: the catalog as of any LSA, built once
+/// from the class-record writes and shipped to every task.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct CatalogVersions {
+    commits: Vec<(Lsa, Vec<ClassChange>)>,
+}
+
+const VERSIONS_MAGIC: &[u8; 8] = b"WALCDCCV";
+
+impl CatalogVersions {
+    /// Reads `inputs` (sorted by LSA, a restart before a record at the same LSA) with the class
+    /// tracker, as the one-pass reader does over the whole log.
+    pub fn build(log: &LogSet, inputs: &[CatalogInput]) -> Result<CatalogVersions> {
+        let mut tracker = ClassTracker::default();
+        let mut staging = Staging::default();
+        let mut commits = Vec::new();
+        let mut last: Option<CatalogInput> = None;
+        for input in inputs {
+            if last.is_some_and(|l| l.lsa() > input.lsa()) {
+                return Err(LogError::InvalidArgument { msg: "catalog inputs must be sorted by LSA".into() });
+            }
+            last = Some(*input);
+            let lsa = match *input {
+                CatalogInput::Restart { trid, .. } => {
+                    staging.take(trid);
+                    continue;
+                }
+                CatalogInput::Record(lsa) => lsa,
+            };
+            crate::walker::validate_record_start(log, lsa)?;
+            let rec = log.record_at(lsa)?;
+            if rec.trid <= 0 {
+                continue;
+            }
+            staging.record(&mut tracker, log, &rec)?;
+            match rec.rectype {
+                LOG_COMMIT => {
+                    let changes = staging.take(rec.trid);
+                    if !changes.is_empty() {
+                        commits.push((rec.lsa, changes));
+                    }
+                }
+                LOG_ABORT => {
+                    staging.take(rec.trid);
+                }
+                _ => {}
+            }
+        }
+        Ok(CatalogVersions { commits })
+    }
+
+    /// Commits that changed class records.
+    pub fn commits(&self) -> usize {
+        self.commits.len()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = VERSIONS_MAGIC.to_vec();
+        postcard::to_io(self, &mut out).expect("catalog versions serialize");
+        out
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<CatalogVersions> {
+        let bad = |why: &str| LogError::InvalidArgument { msg: format!("not walcdc catalog versions: {why}") };
+        let body = bytes.strip_prefix(VERSIONS_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic"))?;
+        let (v, rest) = postcard::take_from_bytes::<CatalogVersions>(body).map_err(|e| bad(&e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(bad("bytes after the versions"));
+        }
+        Ok(v)
+    }
+}
+
+/// A user-given table schema (see `ChangeOptions::user_schemas`).
+pub type UserSchema = (Oid, String, Option<i32>, Vec<UserColumn>);
+
+/// The catalog as of an LSA, moved forward cheaply (a request for an earlier LSA rebuilds it).
+/// User-given schemas join it where the log's class records before the stream's start know
+/// nothing of their table, as in the one-pass reader.
+pub struct CatalogAsOf {
+    versions: Arc<CatalogVersions>,
+    user: Vec<UserSchema>,
+    start: Option<Lsa>,
+    catalog: Catalog,
+    next: usize,
+    user_added: bool,
+}
+
+impl CatalogAsOf {
+    pub fn new(versions: Arc<CatalogVersions>, user: Vec<UserSchema>, start: Option<Lsa>) -> Self {
+        CatalogAsOf { versions, user, start, catalog: Catalog::default(), next: 0, user_added: false }
+    }
+
+    fn add_user(&mut self) {
+        for (oid, name, repid, columns) in self.user.iter().cloned() {
+            if self.catalog.get(oid).is_none() {
+                self.catalog.add_columns(oid, &name, repid, columns);
+            }
+        }
+        self.user_added = true;
+    }
+
+    /// The catalog with the changes committed before `lsa` (`inclusive`: at or before it).
+    pub fn at(&mut self, lsa: Lsa, inclusive: bool) -> &Catalog {
+        let within = |c: Lsa| if inclusive { c <= lsa } else { c < lsa };
+        let versions = self.versions.clone();
+        let commits = &versions.commits;
+        if self.next > 0 && !within(commits[self.next - 1].0) {
+            self.catalog = Catalog::default();
+            self.next = 0;
+            self.user_added = false;
+        }
+        while let Some((c, changes)) = commits.get(self.next).filter(|(c, _)| within(*c)) {
+            if !self.user_added && self.start.is_none_or(|s| *c >= s) {
+                self.add_user();
+            }
+            for change in changes {
+                self.catalog.apply(change.clone());
+            }
+            self.next += 1;
+        }
+        if !self.user_added {
+            self.add_user();
+        }
+        &self.catalog
+    }
+
+    /// The catalog after every commit (for `KeyMode::NameNow`).
+    pub fn at_end(&mut self) -> Catalog {
+        let mut now = Catalog::default();
+        for (_, changes) in &self.versions.commits {
+            for change in changes {
+                now.apply(change.clone());
+            }
+        }
+        for (oid, name, repid, columns) in self.user.iter().cloned() {
+            if now.get(oid).is_none() {
+                now.add_columns(oid, &name, repid, columns);
+            }
+        }
+        now
+    }
+}
+
+/// The candidate events of one range: its DML and DDL supplemental records with their images,
+/// filtered by trigger, table (the catalog as of each record) and operation; the user, the
+/// outcome and the position in the transaction are settled later.
+pub struct RangeEvents {
+    log: Arc<LogSet>,
+    walker: Walker,
+    opts: ChangeOptions,
+    extractor: Extractor,
+    catalog: CatalogAsOf,
+    pub records: u64,
+}
+
+impl RangeEvents {
+    pub fn new(
+        log: Arc<LogSet>,
+        start: Option<Lsa>,
+        end: Option<Lsa>,
+        opts: ChangeOptions,
+        versions: Arc<CatalogVersions>,
+    ) -> Result<Self> {
+        let walker = Walker::for_range(log.clone(), start, end, opts.on_encrypted)?;
+        let catalog = CatalogAsOf::new(versions, opts.user_schemas.clone(), opts.start);
+        Ok(RangeEvents { log, walker, opts, extractor: Extractor::default(), catalog, records: 0 })
+    }
+
+    pub fn next_event(&mut self) -> Result<Option<Event>> {
+        while let Some(rec) = self.walker.next_record()? {
+            self.records += 1;
+            if rec.trid <= 0 || rec.rectype != LOG_SUPPLEMENTAL_INFO {
+                continue;
+            }
+            let event = match self.extractor.supplement(&self.log, &rec)? {
+                Supplement::Dml(dml) => {
+                    let cat = self.catalog.at(rec.lsa, false);
+                    changes::dml_candidate(&self.log, &rec, &dml, &self.opts, cat)?
+                }
+                Supplement::Ddl(ddl) => changes::ddl_candidate(&rec, ddl, &self.opts, self.catalog.at(rec.lsa, false)),
+                _ => None,
+            };
+            if event.is_some() {
+                return Ok(event);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Names and decodes committed events (their `commit_lsa` set) with the catalog as of their
+/// commit, as the one-pass reader does when it emits them, and drops the images the mode does
+/// not keep. Markers (commit, abort) pass through unchanged.
+pub fn finish_events(events: &mut [Event], versions: Arc<CatalogVersions>, opts: &ChangeOptions) {
+    let mut order: Vec<usize> = (0..events.len()).collect();
+    order.sort_by_key(|&i| (events[i].commit_lsa, events[i].lsa));
+    let mut catalog = CatalogAsOf::new(versions, opts.user_schemas.clone(), opts.start);
+    let now = (opts.decode && opts.keys == catalog::KeyMode::NameNow).then(|| catalog.at_end());
+    for i in order {
+        let e = &mut events[i];
+        if matches!(e.op, Op::Commit | Op::Abort | Op::Timer) {
+            continue;
+        }
+        let at = e.commit_lsa.unwrap_or(e.lsa);
+        let cat = catalog.at(at, true);
+        e.typed = Some(changes::type_event(cat, &[], e, opts.decode, opts.keys, now.as_ref()));
+        changes::keep_wanted_images(opts.mode, e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::ClassSchema;
+
+    fn upsert(name: &str, pageid: i32) -> ClassChange {
+        let oid = Oid { pageid, slotid: 1, volid: 0 };
+        let mut c = Catalog::default();
+        c.add_columns(oid, name, Some(0), Vec::new());
+        let s: ClassSchema = c.get(oid).unwrap().clone();
+        ClassChange::Upsert(Box::new(s))
+    }
+
+    #[test]
+    fn the_catalog_as_of_an_lsa_has_the_commits_before_it() {
+        let versions = Arc::new(CatalogVersions {
+            commits: vec![
+                (Lsa::new(10, 0), vec![upsert("a", 100)]),
+                (Lsa::new(20, 0), vec![upsert("b", 200), upsert("a2", 100)]),
+            ],
+        });
+        let mut at = CatalogAsOf::new(versions.clone(), Vec::new(), None);
+        let name = |c: &Catalog, p| c.name(Oid { pageid: p, slotid: 1, volid: 0 }).map(str::to_string);
+        assert_eq!(name(at.at(Lsa::new(10, 0), false), 100), None);
+        assert_eq!(name(at.at(Lsa::new(10, 0), true), 100).as_deref(), Some("a"));
+        assert_eq!(name(at.at(Lsa::new(25, 0), false), 100).as_deref(), Some("a2"));
+        // Backwards: rebuilt.
+        assert_eq!(name(at.at(Lsa::new(15, 0), false), 200), None);
+        assert_eq!(name(&at.at_end(), 200).as_deref(), Some("b"));
+        let bytes = versions.to_bytes();
+        assert_eq!(CatalogVersions::from_bytes(&bytes).unwrap().commits(), 2);
+        assert!(CatalogVersions::from_bytes(&bytes[1..]).is_err());
+        assert!(CatalogVersions::from_bytes(&[bytes.clone(), vec![0]].concat()).is_err());
+    }
+
+    #[test]
+    fn user_schemas_join_where_the_log_before_the_start_knows_nothing() {
+        let versions = Arc::new(CatalogVersions {
+            commits: vec![
+                (Lsa::new(10, 0), vec![upsert("from_log", 100)]),
+                (Lsa::new(30, 0), vec![upsert("later", 100)]),
+            ],
+        });
+        let oid = Oid { pageid: 100, slotid: 1, volid: 0 };
+        let user = vec![(oid, "given".to_string(), Some(0), Vec::new())];
+        // Started after the first commit: the log knows the table, the given schema is not used.
+        let mut at = CatalogAsOf::new(versions.clone(), user.clone(), Some(Lsa::new(20, 0)));
+        assert_eq!(at.at(Lsa::new(25, 0), false).name(oid), Some("from_log"));
+        // Started before it: the given schema serves until the log's class record replaces it.
+        let mut at = CatalogAsOf::new(versions, user, Some(Lsa::new(5, 0)));
+        assert_eq!(at.at(Lsa::new(6, 0), false).name(oid), Some("given"));
+        assert_eq!(at.at(Lsa::new(35, 0), false).name(oid), Some("later"));
+    }
+}

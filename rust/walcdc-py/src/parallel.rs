@@ -1,0 +1,158 @@
+//! The pieces of a change stream read in parallel (`walcdc.spark`): a range's facts and
+//! candidate events, the catalog versions built from class-record writes, and committed events
+//! named and decoded as of their commit.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use walcdc_core::changes_arrow::ChangesBuilder;
+use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeEvents};
+use walcdc_core::parallel_arrow::{carrier_schema, events_from_carrier, facts_batch, next_carrier_batch};
+use walcdc_core::{Lsa, OnEncrypted};
+
+use crate::arrow::{import_batch, Batch, Schema};
+use crate::conversion::{key_to_lsa, parse_option};
+use crate::error::to_py;
+use crate::logset::{PyChangeOptions, PyLogSet};
+
+/// The facts of the records in `[start, end)`, one batch.
+#[pyfunction]
+#[pyo3(signature = (log, start=None, end=None, on_encrypted="raise"))]
+pub(crate) fn range_facts(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    start: Option<u64>,
+    end: Option<u64>,
+    on_encrypted: &str,
+) -> PyResult<Batch> {
+    let range_start = start.unwrap_or(0) as i64;
+    let policy: OnEncrypted = parse_option(py, on_encrypted)?;
+    let log = log.inner.clone();
+    let facts = py
+        .detach(|| parallel::range_facts(&log, key_to_lsa(start), key_to_lsa(end), policy))
+        .map_err(|e| to_py(py, e))?;
+    Ok(Batch::new(facts_batch(&facts, range_start)))
+}
+
+/// Catalog versions from `(restart, trid, lsa)` inputs in log order: `(bytes, commits)`.
+#[pyfunction]
+pub(crate) fn catalog_versions<'py>(
+    py: Python<'py>,
+    log: PyRef<'_, PyLogSet>,
+    inputs: Vec<(bool, i32, u64)>,
+) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+    let inputs: Vec<CatalogInput> = inputs
+        .into_iter()
+        .map(|(restart, trid, lsa)| {
+            let lsa = Lsa::from_key(lsa);
+            if restart {
+                CatalogInput::Restart { trid, lsa }
+            } else {
+                CatalogInput::Record(lsa)
+            }
+        })
+        .collect();
+    let log = log.inner.clone();
+    let versions = py.detach(|| CatalogVersions::build(&log, &inputs)).map_err(|e| to_py(py, e))?;
+    Ok((PyBytes::new(py, &versions.to_bytes()), versions.commits()))
+}
+
+fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>> {
+    CatalogVersions::from_bytes(bytes).map(Arc::new).map_err(|e| to_py(py, e))
+}
+
+/// Iterates over carrier batches of a range's candidate events.
+#[pyclass(module = "walcdc._native")]
+pub(crate) struct EventBatches {
+    events: RangeEvents,
+    batch_size: usize,
+}
+
+#[pymethods]
+impl EventBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let (events, n) = (&mut self.events, self.batch_size);
+        match py.detach(|| next_carrier_batch(events, n, 64 << 20)) {
+            Ok(b) => Ok(b.map(Batch::new)),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+}
+
+/// The carrier schema of events crossing a join.
+#[pyfunction]
+pub(crate) fn carrier_events_schema() -> Schema {
+    Schema::new(carrier_schema())
+}
+
+/// The candidate events of `[start, end)` (see `walcdc_core::parallel::RangeEvents`).
+#[pyfunction]
+#[pyo3(signature = (log, options, versions, start=None, end=None, batch_size=8192))]
+pub(crate) fn range_events(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    options: PyRef<'_, PyChangeOptions>,
+    versions: &[u8],
+    start: Option<u64>,
+    end: Option<u64>,
+    batch_size: usize,
+) -> PyResult<EventBatches> {
+    let versions = versions_from(py, versions)?;
+    let (log, opts) = (log.inner.clone(), options.inner.clone());
+    let events = py
+        .detach(|| RangeEvents::new(log, key_to_lsa(start), key_to_lsa(end), opts, versions))
+        .map_err(|e| to_py(py, e))?;
+    Ok(EventBatches { events, batch_size: batch_size.max(1) })
+}
+
+/// Committed events (a carrier batch with commit LSAs and positions set) named and decoded as
+/// of their commit: a batch of `read_changes()`'s schema.
+#[pyfunction]
+pub(crate) fn finish_events(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    options: PyRef<'_, PyChangeOptions>,
+    versions: &[u8],
+    batch: &Bound<'_, PyAny>,
+) -> PyResult<Batch> {
+    let versions = versions_from(py, versions)?;
+    let batch = import_batch(batch)?;
+    let (log, opts) = (log.inner.clone(), &options.inner);
+    let out = py
+        .detach(|| -> walcdc_core::Result<_> {
+            let mut events = events_from_carrier(&batch)?;
+            parallel::finish_events(&mut events, versions, opts);
+            let mut builder = ChangesBuilder::new(&log);
+            for e in &events {
+                builder.append(e);
+            }
+            Ok(builder.finish())
+        })
+        .map_err(|e| to_py(py, e))?;
+    Ok(Batch::new(out))
+}
+
+/// The error a change stream raises when the log holds no supplemental records.
+#[pyfunction]
+pub(crate) fn no_supplemental_log_error(py: Python<'_>, log: PyRef<'_, PyLogSet>) -> Py<PyAny> {
+    let e = walcdc_core::LogError::NoSupplementalLog { file: log.inner.set_name() };
+    to_py(py, e).into_value(py).into_any()
+}
+
+/// The schema of a range's facts.
+#[pyfunction]
+pub(crate) fn facts_schema() -> Schema {
+    Schema::new(walcdc_core::parallel_arrow::facts_schema())
+}
+
+/// The schema of `read_changes()`.
+#[pyfunction]
+pub(crate) fn changes_schema() -> Schema {
+    Schema::new(walcdc_core::changes_arrow::changes_schema())
+}
