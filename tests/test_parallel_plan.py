@@ -88,7 +88,7 @@ def test_the_driver_reads_only_the_catalogs_writes(spark):
     records = log.records().read_all().num_rows
     # The class-record images are among them; all is a small share of the log (DDL only).
     classish = {f["lsa"] for f in writes if f["class_record"]}
-    assert classish <= {lsa for _, _, lsa in inputs}
+    assert classish <= {lsa for _, _, lsa, _ in inputs}
     assert len(inputs) <= len(writes) + len(ends)
     assert len(inputs) < records / 50, (len(inputs), records)
     # The catalog from those inputs is the one the local reader learns.
@@ -99,5 +99,6 @@ def test_the_driver_reads_only_the_catalogs_writes(spark):
 def _all_inputs(facts):
     """Every class-tracker write and end record, in log order."""
     return sorted(
-        ((False, f["trid"], f["lsa"]) for f in facts if f["kind"] in (1, 2, 5)), key=lambda x: x[2]
+        ((False, f["trid"], f["lsa"], None) for f in facts if f["kind"] in (1, 2, 5)),
+        key=lambda x: x[2],
     )

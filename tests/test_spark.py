@@ -81,19 +81,26 @@ def assert_same_changes(spark, name, split_pages=None, **kw) -> pa.Table:
 
 
 @pytest.mark.parametrize("name", CHANGE_FIXTURES)
-@pytest.mark.parametrize("split_pages", [None, 3])
-def test_read_changes_equals_the_local_stream(spark, name, split_pages):
+@pytest.mark.parametrize(
+    "split_pages,committed_only",
+    [(None, True), (3, True), (3, False)],
+    ids=["committed", "committed-3", "engine-3"],
+)
+def test_read_changes_equals_the_local_stream(spark, name, split_pages, committed_only):
     # With 3-page ranges every large transaction (p4k's has over 10,000 events) spans many
-    # ranges, and most chases reach into earlier ranges.
+    # ranges, and most chases reach into earlier ranges. committed_only=False is CUBRID's own
+    # stream (every change at its record, markers, timers).
     if name == "nosupp":
         from walcdc.spark import read_changes
 
         with pytest.raises(walcdc.NoSupplementalLogError):
-            walcdc.read_changes(fixture_dir(name)).read_all()
+            walcdc.read_changes(fixture_dir(name), committed_only=committed_only).read_all()
         with pytest.raises(walcdc.NoSupplementalLogError):
-            read_changes(spark, fixture_dir(name))
+            read_changes(spark, fixture_dir(name), committed_only=committed_only)
         return
-    rows = assert_same_changes(spark, name, split_pages, on_encrypted="skip")
+    rows = assert_same_changes(
+        spark, name, split_pages, on_encrypted="skip", committed_only=committed_only
+    )
     assert rows.num_rows > 0
 
 
@@ -117,6 +124,10 @@ def _table_and_user(name):
         "exclude_table",
         "user",
         "window",
+        {"committed_only": False, "ops": "insert,delete,commit,timer"},
+        {"committed_only": False, "mode": "before", "keys": "name_now"},
+        "engine_user",
+        "engine_window",
     ],
     ids=lambda o: o if isinstance(o, str) else ",".join(f"{k}={v}" for k, v in o.items()),
 )
@@ -124,29 +135,27 @@ def _table_and_user(name):
 def test_read_changes_options_equal_the_local_stream(spark, name, options):
     if isinstance(options, str):
         table, user = _table_and_user(name)
-        if options == "table":
+        engine = options.startswith("engine_")
+        kind = options.removeprefix("engine_")
+        if kind == "table":
             options = {"tables": table, "include_ddl": "all"}
-        elif options == "exclude_table":
+        elif kind == "exclude_table":
             options = {"exclude_tables": table}
-        elif options == "user":
+        elif kind == "user":
             options = {"users": [user.lower()]}
         else:
             lsas = walcdc.open_log(fixture_dir(name)).records().read_all().column("lsa")
             n = len(lsas)
             options = {"start": lsas[n // 4].as_py(), "end": lsas[3 * n // 4].as_py()}
-    assert_same_changes(spark, name, 5, **options)
+        if engine:
+            options["committed_only"] = False
+    # Ranges small enough that p4k's large transaction spans dozens of them.
+    assert_same_changes(spark, name, 5 if name == "breadth" else 60, **options)
 
 
 def test_read_changes_users_that_match_nothing(spark):
     rows = assert_same_changes(spark, "breadth", users="nobody")
     assert rows.num_rows == 0
-
-
-def test_read_changes_engine_stream_is_refused_with_a_pointer(spark):
-    from walcdc.spark import read_changes
-
-    with pytest.raises(walcdc.InvalidArgumentError, match="committed_only=False"):
-        read_changes(spark, fixture_dir("breadth"), committed_only=False)
 
 
 def test_the_readmes_spark_examples_run(spark, tmp_path):
@@ -156,7 +165,7 @@ def test_the_readmes_spark_examples_run(spark, tmp_path):
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("## Spark") : readme.index("## Command line")]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     scope: dict = {}
     for code in blocks:
         exec(code.replace("/tmp/walcdc-changes", str(tmp_path / "changes")), scope)
@@ -195,4 +204,49 @@ def test_read_changes_on_a_generated_multi_archive_log(spark, tmp_path, seed):
     assert rows(walcdc.read_changes(log)) == model_rows(committed)
     want, got = local_as_spark(want.read_all(), read_changes(spark, tmp_path, split_bytes=4096))
     assert got.num_rows == want.num_rows > 200
+    assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
+
+
+@pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
+@pytest.mark.parametrize("name,fraction", [("p4k", 0.3), ("breadth", 0.5), ("crash", 0.7)])
+def test_two_incremental_runs_give_exactly_one_runs_rows(spark, name, fraction, committed_only):
+    """A daily job: the first run reads to a cut, ``end_cursor`` says where it ended (equal to
+    the local stream's cursor there), the second run resumes from it. Together they give the
+    rows of one run over the whole log: none lost, none twice (p4k's cut lies inside its
+    10,000-event transaction)."""
+    from walcdc.spark import end_cursor, read_changes
+
+    d = fixture_dir(name)
+    log = walcdc.open_log(d)
+    lsas = log.records().read_all().column("lsa")
+    cut = lsas[int(len(lsas) * fraction)].as_py()
+    kw = {"committed_only": committed_only, "split_bytes": 5 * log.header()["page_size"]}
+    local = walcdc.read_changes(log, end=cut, committed_only=committed_only)
+    local.read_all()
+    cursor = end_cursor(spark, d, end=cut, **kw)
+    assert cursor == local.cursor
+    first = read_changes(spark, d, end=cut, **kw)
+    second = read_changes(spark, d, cursor=cursor, **kw)
+    whole = walcdc.read_changes(log, committed_only=committed_only).read_all()
+    want, got = local_as_spark(whole, first.unionByName(second))
+    assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
+    rest = walcdc.read_changes(log, cursor=cursor, committed_only=committed_only)
+    rest.read_all()
+    assert end_cursor(spark, d, cursor=cursor, **kw) == rest.cursor
+
+
+def test_a_local_cursor_inside_a_transaction_resumes_on_spark(spark):
+    # The local stream stopped between two batches inside p4k's large transaction: its cursor
+    # has a txn_offset, which the Spark read honours exactly as the local one.
+    from walcdc.spark import read_changes
+
+    d = fixture_dir("p4k")
+    stream = walcdc.read_changes(d, batch_size=1000)
+    for _ in range(30):
+        stream.read_next_batch()
+    cursor = stream.cursor
+    assert cursor.txn_offset > 0
+    want = walcdc.read_changes(d, cursor=cursor).read_all()
+    want, got = local_as_spark(want, read_changes(spark, d, cursor=cursor))
+    assert got.num_rows == want.num_rows > 0
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))

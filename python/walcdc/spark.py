@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from walcdc.logset import LogSet, open_log
 
-__all__ = ["read_changes", "read_records", "spark_schema", "spark_type"]
+__all__ = ["end_cursor", "read_changes", "read_records", "spark_schema", "spark_type"]
 
 DEFAULT_SPLIT_BYTES = 64 << 20
 
@@ -191,9 +191,10 @@ def _ranges_frame(spark, ranges):
 
 
 # Kinds of the facts a range reports (walcdc_core::parallel::FactKind), and its counts row.
-_START, _COMMIT, _ABORT, _UNDONE, _USER, _CLASS_WRITE, _MVCC_DML, _COUNTS = range(8)
+_START, _COMMIT, _ABORT, _UNDONE, _USER, _CLASS_WRITE, _MVCC_DML, _TIMER, _FIRST = range(9)
+_COUNTS = 15
 # Operation numbers of the carrier batches (walcdc_core Op::ALL).
-_OP_COMMIT, _OP_ABORT = 4, 5
+_OP_COMMIT, _OP_ABORT, _OP_TIMER = 4, 5, 6
 
 
 def _cut(
@@ -230,6 +231,7 @@ def _next_marker(rows, markers):
             F.col("vol").alias("end_vol"),
         ).alias("_m"),
     )
+    rows = rows.drop("end_lsa", "end_kind", "end_time", "end_vol")
     both = rows.unionByName(m, allowMissingColumns=True)
     # Latest first; at one LSA the row before the marker (a record starting a transaction
     # belongs to the new instance): the last marker seen so far is the next one in log order.
@@ -262,9 +264,12 @@ def _catalog_inputs(facts) -> List[Tuple[bool, int, int]]:
         (F.col("trid") == F.col("i_trid")) & F.col("end_lsa").eqNullSafe(F.col("i_end")),
         "left_semi",
     )
-    inputs = [(False, r.trid, r.lsa) for r in records.select("trid", "lsa").collect()]
+    inputs = [
+        (False, r.trid, r.lsa, r.end_lsa)
+        for r in records.select("trid", "lsa", "end_lsa").collect()
+    ]
     for r in involved.where(F.col("end_lsa").isNotNull()).collect():
-        inputs.append((r.end_kind == _START, r.trid, r.end_lsa))
+        inputs.append((r.end_kind == _START, r.trid, r.end_lsa, r.end_lsa))
     # Log order; at one LSA a restart before the record.
     inputs.sort(key=lambda x: (x[2], not x[0]))
     return inputs
@@ -290,33 +295,29 @@ def read_changes(
     on_encrypted: str = "raise",
     decode: bool = True,
     redact: bool = True,
+    cursor=None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ):
-    """The committed change events of :func:`walcdc.read_changes`, read in parallel: a Spark
-    DataFrame with the same rows and columns (types by :func:`spark_schema`). Options mean what
-    they mean there.
+    """The change events of :func:`walcdc.read_changes`, read in parallel: a Spark DataFrame
+    with the same rows and columns (types by :func:`spark_schema`). Options mean what they mean
+    there; ``committed_only=False`` gives CUBRID's own stream.
 
     The driver reads volume and page headers, and the few records that write class records (to
     build the catalog once); every other record is read by the tasks, each over its own range
     of ``split_bytes`` of log. What a range cannot know alone is settled by joins (see
     ``docs/design.md``): an event belongs to the first end record of its trid after it, changes
     undone by a partial rollback are removed, the transaction's user and ``txn_seq`` are
-    computed per transaction, and images are decoded with the catalog as of the commit.
+    computed per transaction, and images are decoded with the catalog as of the commit (or, in
+    CUBRID's stream, as of the change with its transaction's own DDL).
+
+    ``cursor``: resume after an earlier run (a :class:`walcdc.Cursor`, or the path of a saved
+    one), exactly as the local stream does; :func:`end_cursor` gives the cursor where a run
+    ends, for the next one.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-    from pyspark.sql.window import Window
+    import walcdc._native as native
 
-    from walcdc.changes import _native_options
-    from walcdc.errors import InvalidArgumentError
-
-    if not committed_only:
-        raise InvalidArgumentError(
-            "walcdc.spark.read_changes reads the committed-only stream; for CUBRID's own stream "
-            "use walcdc.read_changes(..., committed_only=False)"
-        )
     log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs = _native_options(
+    kwargs, skip = _checked_options(
         log,
         start=start,
         end=end,
@@ -326,45 +327,23 @@ def read_changes(
         ops=ops,
         include_trigger=include_trigger,
         include_ddl=include_ddl,
-        committed_only=True,
+        committed_only=committed_only,
         mode=mode,
         keys=keys,
         schema=schema,
-        cursor=None,
+        cursor=cursor,
         on_error=on_error,
-        memory_limit=256 << 20,
         on_encrypted=on_encrypted,
         decode=decode,
         redact=redact,
     )
-    log._native.change_options(**kwargs)  # checked once on the driver (tasks rebuild them)
-    start_key, end_key = kwargs["start"], kwargs["end"]
-    if start_key is not None:
-        log.records(start=start_key, end=start_key).read_all()  # a record start, or the error
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    all_ranges = log.ranges(split_bytes)
-    # Facts cover the log from its beginning (the catalog before the start), to its end when
-    # keys are the names at the end of the log.
-    facts_end = None if (decode and keys == "name_now") else end_key
-    fact_ranges = _cut(_cut(_clip(all_ranges, None, facts_end), start_key), end_key)
-    event_ranges = _clip(all_ranges, start_key, end_key)
-
-    import walcdc._native as native
-
-    facts = _facts_frame(spark, paths, fact_ranges, on_encrypted).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    in_window = F.lit(True)
-    if start_key is not None:
-        in_window = in_window & (F.col("lsa") >= start_key)
-    if end_key is not None:
-        in_window = in_window & (F.col("lsa") < end_key)
-    windowed = facts.where(F.col("kind") != _COUNTS).where(in_window)
+    facts, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
 
     # The catalog: built once on the driver from the class-record writes, shipped to tasks.
     versions, _ = native.catalog_versions(log._native, _catalog_inputs(facts))
-    _check_supplemental_logging(log, facts, windowed, start_key, end_key)
+    _check_supplemental_logging(log, facts, plan.windowed, plan.start_key, plan.end_key)
     try:
         versions_shared = spark.sparkContext.broadcast(versions)
     except Exception:  # noqa: BLE001 -- Spark Connect: ship the bytes with the function
@@ -389,82 +368,16 @@ def read_changes(
                 for b in n.range_events(task_log._native, task_options, v, s, e):
                     yield _cast(pa.record_batch(b), carrier_target)
 
+    event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
     events = _ranges_frame(spark, event_ranges).mapInArrow(read_events, carrier)
-
-    markers = windowed.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
-    events = _next_marker(events, markers)
-    instance = ["trid", "end_lsa"]
-    # Changes undone by rollbacks to a savepoint and failed statements.
-    undone = (
-        _next_marker(windowed.where(F.col("kind") == _UNDONE).select("trid", "lsa", "lo"), markers)
-        .where(F.col("end_kind") == _COMMIT)
-        .select(
-            F.col("trid").alias("u_trid"),
-            F.col("end_lsa").alias("u_end"),
-            F.col("lo").alias("u_lo"),
-            F.col("lsa").alias("u_hi"),
-        )
-    )
-    # The transaction's user: its first TRAN_USER record.
-    user_rows = _next_marker(
-        windowed.where(F.col("kind") == _USER).select("trid", "lsa", "user"), markers
-    )
-    tx_users = user_rows.groupBy(*instance).agg(F.min_by("user", "lsa").alias("tx_user"))
-    user_list = kwargs["users"]
-
-    def user_passes(col):
-        if user_list is None:
-            return F.lit(True)
-        return F.lower(col).isin([u.lower() for u in user_list]) & col.isNotNull()
-
-    ended = events.where(F.col("end_kind").isin(_COMMIT, _ABORT)).join(tx_users, instance, "left")
-    ended = ended.withColumn("user", F.col("tx_user")).where(user_passes(F.col("user")))
-    committed = ended.where(F.col("end_kind") == _COMMIT)
-    committed = committed.join(
-        undone,
-        (F.col("trid") == F.col("u_trid"))
-        & (F.col("end_lsa") == F.col("u_end"))
-        & (F.col("u_lo").isNull() | (F.col("u_lo") < F.col("lsa")))
-        & (F.col("lsa") < F.col("u_hi")),
-        "left_anti",
-    )
-    seq = Window.partitionBy("end_lsa").orderBy("lsa")
-    committed = committed.withColumn("txn_seq", (F.row_number().over(seq) - 1).cast("long"))
-    committed = committed.withColumn("commit_lsa", F.col("end_lsa")).withColumn(
-        "commit_time", F.col("end_time")
-    )
     columns = [f.name for f in carrier_arrow]
-    out = committed.select(*columns)
-    wanted = set(kwargs["ops"] or ())
+    out = (
+        plan.committed(events, columns)
+        if kwargs["committed_only"]
+        else plan.engine(events, columns)
+    )
 
-    def marker(df, op, committed_marker):
-        return df.select(
-            F.col("end_lsa").alias("lsa"),
-            F.col("end_vol").alias("vol"),
-            "trid",
-            F.lit(op).cast("byte").alias("op"),
-            F.lit(False).alias("trigger"),
-            "user",
-            F.col("end_time").alias("time"),
-            (F.col("end_lsa") if committed_marker else F.lit(None).cast("long")).alias(
-                "commit_lsa"
-            ),
-            (F.col("end_time") if committed_marker else F.lit(None).cast("long")).alias(
-                "commit_time"
-            ),
-            (F.col("n") if committed_marker else F.lit(0)).cast("long").alias("txn_seq"),
-        )
-
-    group = ["trid", "end_lsa", "end_vol", "end_time", "user"]
-    if "commit" in wanted:
-        counts = committed.groupBy(*group).agg(F.count(F.lit(1)).alias("n"))
-        out = out.unionByName(marker(counts, _OP_COMMIT, True), allowMissingColumns=True)
-    if "abort" in wanted:
-        aborted = ended.where(F.col("end_kind") == _ABORT).groupBy(*group).count()
-        out = out.unionByName(marker(aborted, _OP_ABORT, False), allowMissingColumns=True)
-
-    result_arrow = pa.schema(native.changes_schema())
-    result = spark_schema(result_arrow)
+    result = spark_schema(pa.schema(native.changes_schema()))
     result_target = _spark_arrow_schema(spark, result)
 
     def finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -480,6 +393,241 @@ def read_changes(
                 yield _cast(pa.record_batch(done), result_target)
 
     return out.select(*columns).mapInArrow(finish, result)
+
+
+def _checked_options(log: LogSet, *, cursor, **options) -> dict:
+    """The keyword arguments of the native ``change_options`` (what tasks rebuild them from),
+    checked once on the driver, and ``skip``: a cursor becomes the start, and what the earlier
+    run emitted (``(last_commit_lsa, txn_offset, position)``)."""
+    import walcdc._native as native
+    from walcdc.changes import _native_options
+
+    kwargs = _native_options(log, cursor=cursor, memory_limit=256 << 20, **options)
+    native.check_cursor(log._native, log._native.change_options(**kwargs))
+    skip = None
+    if kwargs["cursor"] is not None:
+        _, restart, last_commit, offset, position, _ = kwargs["cursor"]
+        kwargs.update(start=restart, cursor=None)
+        skip = (last_commit, offset, position)
+    if kwargs["start"] is not None:
+        log.records(start=kwargs["start"], end=kwargs["start"]).read_all()  # a record start
+    return kwargs, skip
+
+
+def _facts_and_plan(spark, log: LogSet, paths: List[str], kwargs: dict, skip, split_bytes: int):
+    """The facts of the log (persisted: several joins read them) and the plan over them."""
+    from pyspark import StorageLevel
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    # Facts cover the log from its beginning (the catalog before the start), to its end when
+    # keys are the names at the end of the log, or for CUBRID's stream (which looks for a
+    # transaction's user past the end of the window).
+    whole = not kwargs["committed_only"] or (kwargs["decode"] and kwargs["keys"] == "name_now")
+    facts_end = None if whole else end_key
+    fact_ranges = _cut(_cut(_clip(log.ranges(split_bytes), None, facts_end), start_key), end_key)
+    facts = _facts_frame(spark, paths, fact_ranges, kwargs["on_encrypted"]).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )
+    return facts, _Plan(facts, start_key, end_key, kwargs, skip)
+
+
+class _Plan:
+    """The joins that settle what no range knows alone, over a log's facts."""
+
+    def __init__(self, facts, start_key, end_key, kwargs, skip):
+        from pyspark.sql import functions as F
+
+        self.F = F
+        self.start_key, self.end_key = start_key, end_key
+        in_window = F.lit(True)
+        if start_key is not None:
+            in_window = in_window & (F.col("lsa") >= start_key)
+        if end_key is not None:
+            in_window = in_window & (F.col("lsa") < end_key)
+        self.facts = facts.where(F.col("kind") != _COUNTS)
+        self.windowed = self.facts.where(in_window)
+        self.users = kwargs["users"]
+        self.wanted = set(kwargs["ops"] or ())
+        self.skip = skip
+
+    def of(self, facts, kind, *columns):
+        return facts.where(self.F.col("kind") == kind).select("trid", "lsa", *columns)
+
+    @staticmethod
+    def markers(facts):
+        from pyspark.sql import functions as F
+
+        return facts.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
+
+    def user_passes(self, col):
+        F = self.F
+        if self.users is None:
+            return F.lit(True)
+        return col.isNotNull() & F.lower(col).isin([u.lower() for u in self.users])
+
+    def first_users(self, user_facts, markers):
+        """Each transaction's first TRAN_USER: ``trid``, ``end_lsa``, ``tx_user``."""
+        rows = _next_marker(user_facts, markers)
+        return rows.groupBy("trid", "end_lsa").agg(
+            self.F.min_by("user", "lsa").alias("tx_user"),
+            self.F.first("end_kind").alias("tx_end_kind"),
+            self.F.first("end_time").alias("tx_end_time"),
+            self.F.first("end_vol").alias("tx_end_vol"),
+        )
+
+    def marker_rows(self, df, op, committed):
+        """Commit/abort/timer event rows (carrier columns) from instance rows."""
+        F = self.F
+        return df.select(
+            F.col("end_lsa").alias("lsa"),
+            F.col("end_vol").alias("vol"),
+            "trid",
+            F.lit(op).cast("byte").alias("op"),
+            F.lit(False).alias("trigger"),
+            "user",
+            F.col("end_time").alias("time"),
+            (F.col("end_lsa") if committed else F.lit(None).cast("long")).alias("commit_lsa"),
+            (F.col("end_time") if committed else F.lit(None).cast("long")).alias("commit_time"),
+            (F.col("n") if committed else F.lit(0)).cast("long").alias("txn_seq"),
+        )
+
+    def committed(self, events, columns):
+        """The committed-only stream: committed transactions' events minus what rollbacks to
+        a savepoint undid, numbered in their transaction; commit/abort markers when asked."""
+        from pyspark.sql.window import Window
+
+        F = self.F
+        markers = self.markers(self.windowed)
+        events = _next_marker(events, markers)
+        instance = ["trid", "end_lsa"]
+        undone = (
+            _next_marker(self.of(self.windowed, _UNDONE, "lo"), markers)
+            .where(F.col("end_kind") == _COMMIT)
+            .select(
+                F.col("trid").alias("u_trid"),
+                F.col("end_lsa").alias("u_end"),
+                F.col("lo").alias("u_lo"),
+                F.col("lsa").alias("u_hi"),
+            )
+        )
+        tx_users = self.first_users(self.of(self.windowed, _USER, "user"), markers)
+        ended = events.where(F.col("end_kind").isin(_COMMIT, _ABORT)).join(
+            tx_users.select(*instance, "tx_user"), instance, "left"
+        )
+        ended = ended.withColumn("user", F.col("tx_user")).where(self.user_passes(F.col("user")))
+        committed = ended.where(F.col("end_kind") == _COMMIT).join(
+            undone,
+            (F.col("trid") == F.col("u_trid"))
+            & (F.col("end_lsa") == F.col("u_end"))
+            & (F.col("u_lo").isNull() | (F.col("u_lo") < F.col("lsa")))
+            & (F.col("lsa") < F.col("u_hi")),
+            "left_anti",
+        )
+        last_commit, offset, position = self.skip or (None, 0, None)
+        if last_commit is not None:
+            # Committed transactions an earlier run emitted.
+            committed = committed.where(F.col("end_lsa") > last_commit)
+        seq = Window.partitionBy("end_lsa").orderBy("lsa")
+        committed = (
+            committed.withColumn("txn_seq", (F.row_number().over(seq) - 1).cast("long"))
+            .withColumn("commit_lsa", F.col("end_lsa"))
+            .withColumn("commit_time", F.col("end_time"))
+            .withColumn("end_lsa", F.lit(None).cast("long"))
+        )
+        emitted = committed
+        if offset:
+            # The earlier run stopped inside the next committed transaction.
+            first = self.first_commit_after(last_commit)
+            emitted = committed.where(
+                (F.col("commit_lsa") != F.lit(first)) | (F.col("txn_seq") >= offset)
+            )
+        out = emitted.select(*columns)
+        group = ["trid", "end_lsa", "end_vol", "end_time", "user"]
+        if "commit" in self.wanted:
+            counts = (
+                committed.withColumn("end_lsa", F.col("commit_lsa"))
+                .groupBy(*group)
+                .agg(F.count(F.lit(1)).alias("n"))
+            )
+            out = out.unionByName(self.marker_rows(counts, _OP_COMMIT, True), True)
+        markers_out = None
+        if "abort" in self.wanted:
+            aborted = ended.where(F.col("end_kind") == _ABORT).groupBy(*group).count()
+            markers_out = self.marker_rows(aborted, _OP_ABORT, False)
+        if "timer" in self.wanted:
+            timers = self.timer_rows()
+            markers_out = timers if markers_out is None else markers_out.unionByName(timers, True)
+        if markers_out is not None:
+            if position is not None:
+                # Markers an earlier run emitted (they go out as they are read).
+                markers_out = markers_out.where(F.col("lsa") >= position)
+            out = out.unionByName(markers_out, True)
+        return out
+
+    def first_commit_after(self, lsa):
+        F = self.F
+        commits = self.windowed.where(F.col("kind") == _COMMIT)
+        if lsa is not None:
+            commits = commits.where(F.col("lsa") > lsa)
+        return commits.agg(F.min("lsa")).first()[0]
+
+    def timer_rows(self):
+        F = self.F
+        return self.windowed.where(F.col("kind") == _TIMER).select(
+            "lsa",
+            "vol",
+            "trid",
+            F.lit(_OP_TIMER).cast("byte").alias("op"),
+            F.lit(False).alias("trigger"),
+            "time",
+            F.lit(0).cast("long").alias("txn_seq"),
+        )
+
+    def engine(self, events, columns):
+        """CUBRID's own stream: every change of a transaction whose user is known (its first
+        TRAN_USER from the start of the window on, wherever the transaction ends), at the
+        change; commit/abort markers of those transactions and timer rows, in the window."""
+        F = self.F
+        markers = self.markers(self.facts)
+        events = _next_marker(events, markers)
+        user_facts = self.of(self.facts, _USER, "user")
+        if self.start_key is not None:
+            user_facts = user_facts.where(F.col("lsa") >= self.start_key)
+        tx_users = self.first_users(user_facts, markers).where(self.user_passes(F.col("tx_user")))
+        key = tx_users.select(
+            F.col("trid").alias("x_trid"), F.col("end_lsa").alias("x_end"), "tx_user"
+        )
+        events = events.join(
+            key,
+            (F.col("trid") == F.col("x_trid")) & F.col("end_lsa").eqNullSafe(F.col("x_end")),
+            "inner",
+        ).withColumn("user", F.col("tx_user"))
+        out = events.select(*columns)
+        ends = tx_users.where(F.col("tx_end_kind").isin(_COMMIT, _ABORT)).select(
+            "trid",
+            "end_lsa",
+            F.col("tx_user").alias("user"),
+            F.col("tx_end_kind").alias("end_kind"),
+            F.col("tx_end_time").alias("end_time"),
+            F.col("tx_end_vol").alias("end_vol"),
+        )
+        if self.start_key is not None:
+            ends = ends.where(F.col("end_lsa") >= self.start_key)
+        if self.end_key is not None:
+            ends = ends.where(F.col("end_lsa") < self.end_key)
+        for name, kind, op in (("commit", _COMMIT, _OP_COMMIT), ("abort", _ABORT, _OP_ABORT)):
+            if self._engine_wants(name):
+                rows = self.marker_rows(ends.where(F.col("end_kind") == kind), op, False)
+                out = out.unionByName(rows, True)
+        if self._engine_wants("timer"):
+            out = out.unionByName(self.timer_rows(), True)
+        if self.skip is not None and self.skip[2] is not None:
+            # What an earlier run emitted: everything before where it stopped.
+            out = out.where(F.col("lsa") >= self.skip[2])
+        return out
+
+    def _engine_wants(self, op: str) -> bool:
+        return op in self.wanted if self.wanted else True
 
 
 def _facts_frame(spark, paths: List[str], ranges, on_encrypted: str):
@@ -522,3 +670,75 @@ def _check_supplemental_logging(log: LogSet, facts, windowed, start_key, end_key
         import walcdc._native as native
 
         raise native.no_supplemental_log_error(log._native)
+
+
+def end_cursor(
+    spark,
+    source,
+    *,
+    start=None,
+    end=None,
+    cursor=None,
+    committed_only: bool = True,
+    on_encrypted: str = "raise",
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+):
+    """The cursor where :func:`read_changes` over the same window (``start`` or ``cursor``, and
+    ``end``) ends: the next run passes it as ``cursor=`` and gets exactly the rest, no event
+    lost or repeated. Equal to the local stream's :attr:`~walcdc.ChangeStream.cursor` at its
+    end. Computed from the log's facts alone (no event is read); give the next run the same
+    ``end`` as this one (``end=cursor.position``) if the log may grow in between.
+    """
+    from pyspark.sql import functions as F
+
+    from walcdc.changes import Cursor
+
+    log = source if isinstance(source, LogSet) else open_log(source)
+    kwargs, skip = _checked_options(
+        log,
+        start=start,
+        end=end,
+        tables=None,
+        exclude_tables=None,
+        users=None,
+        ops=None,
+        include_trigger=True,
+        include_ddl="matching",
+        committed_only=committed_only,
+        mode="full",
+        keys="name_then",
+        schema=None,
+        cursor=cursor,
+        on_error="raise",
+        on_encrypted=on_encrypted,
+        decode=False,
+        redact=True,
+    )
+    paths = _volume_paths(log)
+    _use_driver_python(spark)
+    facts, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
+    try:
+        # Where the walk stops: the end of the window's last range.
+        counts = facts.where(F.col("kind") == _COUNTS)
+        if plan.end_key is not None:
+            counts = counts.where(F.col("lsa") < plan.end_key)
+        position = counts.orderBy(F.desc("lsa")).first()["lo"]
+        if position is None:
+            position = plan.end_key
+        last_commit, _, _ = skip or (None, 0, None)
+        window_last = plan.windowed.where(F.col("kind") == _COMMIT).agg(F.max("lsa")).first()[0]
+        db_creation = log.header()["db_creation"]
+        if not kwargs["committed_only"]:
+            return Cursor(db_creation, position, window_last, 0, position, True)
+        if window_last is not None:
+            last_commit = max(window_last, last_commit or 0)
+        # The oldest transaction still open at the end restarts the next run.
+        markers = plan.markers(plan.windowed)
+        seen = plan.windowed.where(F.col("kind").isin(_START, _FIRST)).select("trid", "lsa")
+        open_first = (
+            _next_marker(seen, markers).where(F.col("end_lsa").isNull()).agg(F.min("lsa"))
+        ).first()[0]
+        restart = position if open_first is None else min(open_first, position)
+        return Cursor(db_creation, restart, last_commit, 0, position, False)
+    finally:
+        facts.unpersist()

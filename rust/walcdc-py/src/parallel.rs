@@ -9,7 +9,9 @@ use pyo3::types::PyBytes;
 
 use walcdc_core::changes_arrow::ChangesBuilder;
 use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeEvents};
-use walcdc_core::parallel_arrow::{carrier_schema, events_from_carrier, facts_batch, next_carrier_batch};
+use walcdc_core::parallel_arrow::{
+    carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch,
+};
 use walcdc_core::{Lsa, OnEncrypted};
 
 use crate::arrow::{import_batch, Batch, Schema};
@@ -36,21 +38,21 @@ pub(crate) fn range_facts(
     Ok(Batch::new(facts_batch(&facts, range_start)))
 }
 
-/// Catalog versions from `(restart, trid, lsa)` inputs in log order: `(bytes, commits)`.
+/// Catalog versions from `(restart, trid, lsa, end)` inputs in log order: `(bytes, commits)`.
 #[pyfunction]
 pub(crate) fn catalog_versions<'py>(
     py: Python<'py>,
     log: PyRef<'_, PyLogSet>,
-    inputs: Vec<(bool, i32, u64)>,
+    inputs: Vec<(bool, i32, u64, Option<u64>)>,
 ) -> PyResult<(Bound<'py, PyBytes>, usize)> {
     let inputs: Vec<CatalogInput> = inputs
         .into_iter()
-        .map(|(restart, trid, lsa)| {
+        .map(|(restart, trid, lsa, end)| {
             let lsa = Lsa::from_key(lsa);
             if restart {
                 CatalogInput::Restart { trid, lsa }
             } else {
-                CatalogInput::Record(lsa)
+                CatalogInput::Record { lsa, end: end.map(Lsa::from_key) }
             }
         })
         .collect();
@@ -127,7 +129,8 @@ pub(crate) fn finish_events(
     let out = py
         .detach(|| -> walcdc_core::Result<_> {
             let mut events = events_from_carrier(&batch)?;
-            parallel::finish_events(&mut events, versions, opts);
+            let ends = instance_ends(&batch)?;
+            parallel::finish_events(&mut events, &ends, versions, opts);
             let mut builder = ChangesBuilder::new(&log);
             for e in &events {
                 builder.append(e);
@@ -155,4 +158,17 @@ pub(crate) fn facts_schema() -> Schema {
 #[pyfunction]
 pub(crate) fn changes_schema() -> Schema {
     Schema::new(walcdc_core::changes_arrow::changes_schema())
+}
+
+/// Checks the options' cursor against the log set (its database, its kind of stream).
+#[pyfunction]
+pub(crate) fn check_cursor(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    options: PyRef<'_, PyChangeOptions>,
+) -> PyResult<()> {
+    match options.inner.cursor {
+        Some(c) => c.check(&log.inner, options.inner.committed_only).map_err(|e| to_py(py, e)),
+        None => Ok(()),
+    }
 }

@@ -20,8 +20,8 @@ use crate::lsa::Lsa;
 use crate::parallel::RangeFacts;
 use crate::supplemental::{DdlSupplement, Oid};
 
-/// The schema of a range's facts; a last row of kind 7 carries the range's count of
-/// supplemental records in `count`, and the range's start in `lsa`.
+/// The schema of a range's facts; a last row of kind [`COUNTS_KIND`] carries the range's count
+/// of supplemental records in `count`, its start in `lsa` and where its walk stopped in `lo`.
 pub fn facts_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("kind", DataType::Int8, false),
@@ -37,7 +37,7 @@ pub fn facts_schema() -> SchemaRef {
 }
 
 /// The kind of the row that carries a range's counts.
-pub const COUNTS_KIND: i8 = 7;
+pub const COUNTS_KIND: i8 = 15;
 
 fn key(l: Lsa) -> i64 {
     l.to_key() as i64
@@ -69,7 +69,7 @@ pub fn facts_batch(f: &RangeFacts, range_start: i64) -> RecordBatch {
     trid.append_value(0);
     lsa.append_value(range_start);
     vol.append_value(0);
-    lo.append_null();
+    lo.append_option(f.resume.map(key));
     time.append_null();
     user.append_null();
     class_record.append_value(false);
@@ -110,6 +110,8 @@ pub fn carrier_schema() -> SchemaRef {
         Field::new("commit_lsa", DataType::Int64, true),
         Field::new("commit_time", DataType::Int64, true),
         Field::new("txn_seq", DataType::Int64, false),
+        // The first start or end record of the event's trid after it (CUBRID's own stream).
+        Field::new("end_lsa", DataType::Int64, true),
     ]))
 }
 
@@ -139,7 +141,9 @@ pub fn events_to_carrier(events: &[Event]) -> RecordBatch {
     let mut commit_lsa = Int64Builder::with_capacity(n);
     let mut commit_time = Int64Builder::with_capacity(n);
     let mut seq = Int64Builder::with_capacity(n);
+    let mut end = Int64Builder::with_capacity(n);
     for e in events {
+        end.append_null();
         lsa.append_value(key(e.lsa));
         vol.append_value(e.vol as i16);
         trid.append_value(e.trid);
@@ -180,6 +184,7 @@ pub fn events_to_carrier(events: &[Event]) -> RecordBatch {
         Arc::new(commit_lsa.finish()),
         Arc::new(commit_time.finish()),
         Arc::new(seq.finish()),
+        Arc::new(end.finish()),
     ];
     RecordBatch::try_new(carrier_schema(), cols).expect("columns match the schema")
 }
@@ -256,6 +261,16 @@ pub fn events_from_carrier(batch: &RecordBatch) -> Result<Vec<Event>> {
         out.push(e);
     }
     Ok(out)
+}
+
+/// The `end_lsa` column of a carrier batch (all `None` without one).
+pub fn instance_ends(batch: &RecordBatch) -> Result<Vec<Option<Lsa>>> {
+    if batch.column_by_name("end_lsa").is_none() {
+        return Ok(vec![None; batch.num_rows()]);
+    }
+    let col = column(batch, "end_lsa")?;
+    let a = col.as_primitive::<Int64Type>();
+    Ok((0..a.len()).map(|i| a.is_valid(i).then(|| Lsa::from_key(a.value(i) as u64))).collect())
 }
 
 /// Reads candidate events of a range into one carrier batch of at most `max_rows` events or
@@ -338,6 +353,7 @@ mod tests {
             .collect();
         let wide = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
         assert_eq!(events_from_carrier(&wide).unwrap(), events());
+        assert_eq!(instance_ends(&wide).unwrap(), vec![None; 3]);
         let missing = batch.project(&[0, 1]).unwrap();
         assert!(events_from_carrier(&missing).unwrap_err().to_string().contains("no column"));
     }
@@ -357,6 +373,7 @@ mod tests {
             }],
             records: 10,
             supplemental_records: 6,
+            resume: Some(Lsa::new(9, 0)),
         };
         let b = facts_batch(&f, 77);
         assert_eq!(b.num_rows(), 2);
@@ -365,6 +382,7 @@ mod tests {
         assert!(b.column(4).is_null(0));
         assert_eq!(b.column(2).as_primitive::<Int64Type>().value(1), 77);
         assert_eq!(b.column(8).as_primitive::<Int64Type>().value(1), 6);
+        assert_eq!(b.column(4).as_primitive::<Int64Type>().value(1), key(Lsa::new(9, 0)));
         assert_eq!(FactKind::from_i8(3), Some(FactKind::Undone));
         assert_eq!(FactKind::from_i8(COUNTS_KIND), None);
     }

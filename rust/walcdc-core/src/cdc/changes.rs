@@ -204,23 +204,7 @@ impl ChangeReader {
         let mut skip_events = 0;
         let mut skip_before = None;
         if let Some(c) = opts.cursor {
-            if c.db_creation != log.db_creation {
-                return Err(LogError::InvalidArgument {
-                    msg: format!(
-                        "the cursor belongs to another database (db_creation {}), this log set's is {}",
-                        c.db_creation, log.db_creation
-                    ),
-                });
-            }
-            if c.engine == opts.committed_only {
-                return Err(LogError::InvalidArgument {
-                    msg: format!(
-                        "the cursor is of {} stream, this one is {}",
-                        if c.engine { "an engine-compatible" } else { "a committed-only" },
-                        if opts.committed_only { "committed-only" } else { "engine-compatible" }
-                    ),
-                });
-            }
+            c.check(&log, opts.committed_only)?;
             opts.start = Some(c.restart_lsa);
             skip_commits_upto = c.last_commit_lsa;
             skip_events = c.txn_offset;

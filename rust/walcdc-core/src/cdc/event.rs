@@ -194,6 +194,30 @@ pub struct Cursor {
     pub engine: bool,
 }
 
+impl Cursor {
+    /// The cursor can resume a stream of `log` (its database) of this kind.
+    pub fn check(&self, log: &crate::logset::LogSet, committed_only: bool) -> Result<()> {
+        if self.db_creation != log.db_creation {
+            return Err(LogError::InvalidArgument {
+                msg: format!(
+                    "the cursor belongs to another database (db_creation {}), this log set's is {}",
+                    self.db_creation, log.db_creation
+                ),
+            });
+        }
+        if self.engine == committed_only {
+            return Err(LogError::InvalidArgument {
+                msg: format!(
+                    "the cursor is of {} stream, this one is {}",
+                    if self.engine { "an engine-compatible" } else { "a committed-only" },
+                    if committed_only { "committed-only" } else { "engine-compatible" }
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A transaction still open where the stream ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {

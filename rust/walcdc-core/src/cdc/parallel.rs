@@ -18,6 +18,7 @@
 //! Each rule is the one [`crate::changes::ChangeReader`] applies as it goes; the tests compare
 //! the two streams on every fixture.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::catalog::{self, Catalog, ClassChange, ClassTracker, Staging, UserColumn};
@@ -48,12 +49,17 @@ pub enum FactKind {
     /// The first MVCC heap change of a transaction in the range (evidence for
     /// `supplemental_log=0`).
     MvccDml = 6,
+    /// CUBRID's timer: the HA-state dummy record of a system transaction (`time` set).
+    Timer = 7,
+    /// The first record of a transaction in the range that neither starts nor ends it (where a
+    /// transaction open at a cut was first seen, for cursors).
+    First = 8,
 }
 
 impl FactKind {
     pub fn from_i8(v: i8) -> Option<FactKind> {
         use FactKind::*;
-        [Start, Commit, Abort, Undone, User, ClassWrite, MvccDml].into_iter().find(|k| *k as i8 == v)
+        [Start, Commit, Abort, Undone, User, ClassWrite, MvccDml, Timer, First].into_iter().find(|k| *k as i8 == v)
     }
 }
 
@@ -85,6 +91,8 @@ pub struct RangeFacts {
     pub facts: Vec<Fact>,
     pub records: u64,
     pub supplemental_records: u64,
+    /// Where the walk stopped: the range's end, or the end of the log (for cursors).
+    pub resume: Option<Lsa>,
 }
 
 /// The facts of the records in `[start, end)` (record starts; `None` = the log's first record /
@@ -98,16 +106,24 @@ pub fn range_facts(
     let mut walker = Walker::for_range(log.clone(), start, end, on_encrypted)?;
     let mut out = RangeFacts::default();
     let mut extractor = Extractor::default();
-    // Trids with an MvccDml fact since their last start or end in this range.
+    // Trids with an MvccDml fact, and trids seen, since their last start or end in this range.
     let mut mvcc = std::collections::HashSet::new();
+    let mut seen = std::collections::HashSet::new();
     while let Some(rec) = walker.next_record()? {
         out.records += 1;
         if rec.trid <= 0 {
+            if rec.rectype == LOG_DUMMY_HA_SERVER_STATE {
+                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(FactKind::Timer, &rec) });
+            }
             continue;
         }
+        let ends = matches!(rec.rectype, LOG_COMMIT | LOG_ABORT);
         if rec.prev_tranlsa.is_null() {
             out.facts.push(Fact::new(FactKind::Start, &rec));
             mvcc.remove(&rec.trid);
+            seen.insert(rec.trid);
+        } else if !ends && seen.insert(rec.trid) {
+            out.facts.push(Fact::new(FactKind::First, &rec));
         }
         if let Some(class_record) = catalog::class_record_write(log, &rec)? {
             out.facts.push(Fact { class_record, ..Fact::new(FactKind::ClassWrite, &rec) });
@@ -140,6 +156,7 @@ pub fn range_facts(
                 let kind = if rec.rectype == LOG_COMMIT { FactKind::Commit } else { FactKind::Abort };
                 out.facts.push(Fact { time: rec.at_time(), ..Fact::new(kind, &rec) });
                 mvcc.remove(&rec.trid);
+                seen.remove(&rec.trid);
             }
             _ => {
                 if changes::is_mvcc_dml(&rec) && mvcc.insert(rec.trid) {
@@ -148,6 +165,7 @@ pub fn range_facts(
             }
         }
     }
+    out.resume = walker.resume_point();
     Ok(out)
 }
 
@@ -155,8 +173,9 @@ pub fn range_facts(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CatalogInput {
     /// A record to read by random access: a class-record write, or the end record of a
-    /// transaction that made one.
-    Record(Lsa),
+    /// transaction that made one; `end` is the first start or end record of its trid after it
+    /// (what events of the same transaction are joined to), `None` while it is still open.
+    Record { lsa: Lsa, end: Option<Lsa> },
     /// A transaction that made class-record writes was abandoned: a new one starts under its
     /// trid at `lsa` (its staged changes are dropped).
     Restart { trid: i32, lsa: Lsa },
@@ -165,17 +184,23 @@ pub enum CatalogInput {
 impl CatalogInput {
     fn lsa(&self) -> Lsa {
         match *self {
-            CatalogInput::Record(l) | CatalogInput::Restart { lsa: l, .. } => l,
+            CatalogInput::Record { lsa: l, .. } | CatalogInput::Restart { lsa: l, .. } => l,
         }
     }
 }
 
 /// The class changes each commit made, in commit order: the catalog as of any LSA, built once
-/// from the class-record writes and shipped to every task.
+/// from the class-record writes and shipped to every task. Also each transaction's class
+/// changes as it made them (CUBRID's own stream decodes a change with its transaction's DDL in
+/// effect), by `(trid, end)` as in [`CatalogInput::Record`].
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CatalogVersions {
     commits: Vec<(Lsa, Vec<ClassChange>)>,
+    staged: BTreeMap<TxnKey, Vec<(Lsa, ClassChange)>>,
 }
+
+/// A transaction: its trid and the first start or end record of that trid after its records.
+type TxnKey = (i32, Option<Lsa>);
 
 const VERSIONS_MAGIC: &[u8; 8] = b"WALCDCCV";
 
@@ -186,25 +211,32 @@ impl CatalogVersions {
         let mut tracker = ClassTracker::default();
         let mut staging = Staging::default();
         let mut commits = Vec::new();
+        let mut staged: BTreeMap<TxnKey, Vec<_>> = BTreeMap::new();
         let mut last: Option<CatalogInput> = None;
         for input in inputs {
             if last.is_some_and(|l| l.lsa() > input.lsa()) {
                 return Err(LogError::InvalidArgument { msg: "catalog inputs must be sorted by LSA".into() });
             }
             last = Some(*input);
-            let lsa = match *input {
+            let (lsa, end) = match *input {
                 CatalogInput::Restart { trid, .. } => {
                     staging.take(trid);
                     continue;
                 }
-                CatalogInput::Record(lsa) => lsa,
+                CatalogInput::Record { lsa, end } => (lsa, end),
             };
             crate::walker::validate_record_start(log, lsa)?;
             let rec = log.record_at(lsa)?;
             if rec.trid <= 0 {
                 continue;
             }
+            let had = if rec.prev_tranlsa.is_null() { 0 } else { staging.of(rec.trid).len() };
             staging.record(&mut tracker, log, &rec)?;
+            let made = &staging.of(rec.trid)[had..];
+            if !made.is_empty() && !matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
+                let mine: &mut Vec<(Lsa, ClassChange)> = staged.entry((rec.trid, end)).or_default();
+                mine.extend(made.iter().map(|c| (rec.lsa, c.clone())));
+            }
             match rec.rectype {
                 LOG_COMMIT => {
                     let changes = staging.take(rec.trid);
@@ -218,7 +250,14 @@ impl CatalogVersions {
                 _ => {}
             }
         }
-        Ok(CatalogVersions { commits })
+        Ok(CatalogVersions { commits, staged })
+    }
+
+    /// The class changes the transaction `(trid, end)` made before `lsa`.
+    pub fn staged(&self, trid: i32, end: Option<Lsa>, lsa: Lsa) -> Vec<ClassChange> {
+        self.staged
+            .get(&(trid, end))
+            .map_or_else(Vec::new, |v| v.iter().take_while(|(at, _)| *at < lsa).map(|(_, c)| c.clone()).collect())
     }
 
     /// Commits that changed class records.
@@ -361,22 +400,29 @@ impl RangeEvents {
     }
 }
 
-/// Names and decodes committed events (their `commit_lsa` set) with the catalog as of their
-/// commit, as the one-pass reader does when it emits them, and drops the images the mode does
-/// not keep. Markers (commit, abort) pass through unchanged.
-pub fn finish_events(events: &mut [Event], versions: Arc<CatalogVersions>, opts: &ChangeOptions) {
+/// Names and decodes events as the one-pass reader does when it emits them, and drops the
+/// images the mode does not keep. Committed-only stream: with the catalog as of the commit
+/// (`commit_lsa`). CUBRID's own stream: as of the change, with the class changes its own
+/// transaction made before it (`ends[i]`: the end of event `i`'s transaction, as in
+/// [`CatalogInput::Record`]). Markers (commit, abort, timer) pass through unchanged.
+pub fn finish_events(events: &mut [Event], ends: &[Option<Lsa>], versions: Arc<CatalogVersions>, opts: &ChangeOptions) {
+    let at = |e: &Event| if opts.committed_only { e.commit_lsa.unwrap_or(e.lsa) } else { e.lsa };
     let mut order: Vec<usize> = (0..events.len()).collect();
-    order.sort_by_key(|&i| (events[i].commit_lsa, events[i].lsa));
-    let mut catalog = CatalogAsOf::new(versions, opts.user_schemas.clone(), opts.start);
+    order.sort_by_key(|&i| (at(&events[i]), events[i].lsa));
+    let mut catalog = CatalogAsOf::new(versions.clone(), opts.user_schemas.clone(), opts.start);
     let now = (opts.decode && opts.keys == catalog::KeyMode::NameNow).then(|| catalog.at_end());
     for i in order {
         let e = &mut events[i];
         if matches!(e.op, Op::Commit | Op::Abort | Op::Timer) {
             continue;
         }
-        let at = e.commit_lsa.unwrap_or(e.lsa);
-        let cat = catalog.at(at, true);
-        e.typed = Some(changes::type_event(cat, &[], e, opts.decode, opts.keys, now.as_ref()));
+        let (cat, staged) = if opts.committed_only {
+            (catalog.at(e.commit_lsa.unwrap_or(e.lsa), true), Vec::new())
+        } else {
+            let end = ends.get(i).copied().flatten();
+            (catalog.at(e.lsa, false), versions.staged(e.trid, end, e.lsa))
+        };
+        e.typed = Some(changes::type_event(cat, &staged, e, opts.decode, opts.keys, now.as_ref()));
         changes::keep_wanted_images(opts.mode, e);
     }
 }
@@ -401,6 +447,7 @@ mod tests {
                 (Lsa::new(10, 0), vec![upsert("a", 100)]),
                 (Lsa::new(20, 0), vec![upsert("b", 200), upsert("a2", 100)]),
             ],
+            staged: Default::default(),
         });
         let mut at = CatalogAsOf::new(versions.clone(), Vec::new(), None);
         let name = |c: &Catalog, p| c.name(Oid { pageid: p, slotid: 1, volid: 0 }).map(str::to_string);
@@ -417,12 +464,29 @@ mod tests {
     }
 
     #[test]
+    fn a_transactions_own_changes_are_found_by_its_trid_and_end() {
+        let end = Some(Lsa::new(50, 0));
+        let mut staged = BTreeMap::new();
+        staged.insert((7, end), vec![(Lsa::new(10, 0), upsert("a", 100)), (Lsa::new(12, 0), upsert("b", 100))]);
+        let v = CatalogVersions { commits: Vec::new(), staged };
+        assert_eq!(v.staged(7, end, Lsa::new(10, 0)).len(), 0);
+        assert_eq!(v.staged(7, end, Lsa::new(11, 0)).len(), 1);
+        assert_eq!(v.staged(7, end, Lsa::new(49, 0)).len(), 2);
+        // Another transaction under the same trid (another end), or still open: none.
+        assert!(v.staged(7, Some(Lsa::new(60, 0)), Lsa::new(55, 0)).is_empty());
+        assert!(v.staged(7, None, Lsa::new(55, 0)).is_empty());
+        let back = CatalogVersions::from_bytes(&v.to_bytes()).unwrap();
+        assert_eq!(back.staged(7, end, Lsa::new(49, 0)).len(), 2);
+    }
+
+    #[test]
     fn user_schemas_join_where_the_log_before_the_start_knows_nothing() {
         let versions = Arc::new(CatalogVersions {
             commits: vec![
                 (Lsa::new(10, 0), vec![upsert("from_log", 100)]),
                 (Lsa::new(30, 0), vec![upsert("later", 100)]),
             ],
+            staged: Default::default(),
         });
         let oid = Oid { pageid: 100, slotid: 1, volid: 0 };
         let user = vec![(oid, "given".to_string(), Some(0), Vec::new())];
