@@ -18,13 +18,21 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterator, List, Optional, Tuple, Union
+from collections import OrderedDict
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import pyarrow as pa
 
 from walcdc.logset import LogSet, open_log
 
-__all__ = ["end_cursor", "read_changes", "read_records", "spark_schema", "spark_type"]
+__all__ = [
+    "end_cursor",
+    "read_changes",
+    "read_records",
+    "read_table_changes",
+    "spark_schema",
+    "spark_type",
+]
 
 DEFAULT_SPLIT_BYTES = 64 << 20
 
@@ -57,6 +65,8 @@ def spark_type(t: pa.DataType):
         return T.BinaryType()
     if pa.types.is_date(t):
         return T.DateType()
+    if pa.types.is_time(t):
+        return T.TimeType()
     if pa.types.is_timestamp(t):
         return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
     if pa.types.is_list(t) or pa.types.is_large_list(t):
@@ -314,7 +324,6 @@ def read_changes(
     one), exactly as the local stream does; :func:`end_cursor` gives the cursor where a run
     ends, for the next one.
     """
-    import walcdc._native as native
 
     log = source if isinstance(source, LogSet) else open_log(source)
     kwargs, skip = _checked_options(
@@ -337,12 +346,17 @@ def read_changes(
         decode=decode,
         redact=redact,
     )
+    return _changes_frame(spark, log, kwargs, skip, split_bytes)
+
+
+def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typed=None):
+    """The plan of :func:`read_changes`; ``typed``: a table's columns, to give ``before`` /
+    ``after`` as typed structs (:func:`read_table_changes`)."""
+    import walcdc._native as native
+
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
-
-    # The catalog: built once on the driver from the class-record writes, shipped to tasks.
-    versions, _ = native.catalog_versions(log._native, _catalog_inputs(facts))
+    facts, versions, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
     _check_supplemental_logging(log, facts, plan.windowed, plan.start_key, plan.end_key)
     try:
         versions_shared = spark.sparkContext.broadcast(versions)
@@ -377,7 +391,12 @@ def read_changes(
         else plan.engine(events, columns)
     )
 
-    result = spark_schema(pa.schema(native.changes_schema()))
+    result_arrow = pa.schema(native.changes_schema())
+    if typed is not None:
+        from walcdc.table_changes import _table_schema
+
+        result_arrow = _table_schema(result_arrow, typed)[0]
+    result = spark_schema(result_arrow)
     result_target = _spark_arrow_schema(spark, result)
 
     def finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -387,10 +406,17 @@ def read_changes(
         task_log = walcdc.open_log(paths)
         task_options = task_log._native.change_options(**kwargs)
         v = versions_bytes()
+        convert = None
+        if typed is not None:
+            from walcdc.table_changes import _table_schema
+
+            convert = _table_schema(pa.schema(n.changes_schema()), typed)[1]
         for b in batches:
             if b.num_rows:
-                done = n.finish_events(task_log._native, task_options, v, b)
-                yield _cast(pa.record_batch(done), result_target)
+                done = pa.record_batch(n.finish_events(task_log._native, task_options, v, b))
+                if convert is not None:
+                    done = convert(done)
+                yield _cast(done, result_target)
 
     return out.select(*columns).mapInArrow(finish, result)
 
@@ -414,9 +440,26 @@ def _checked_options(log: LogSet, *, cursor, **options) -> dict:
     return kwargs, skip
 
 
+#: Facts and catalog versions of recent reads, by session, volumes (with their sizes and
+#: times) and ranges: several reads of one log (one per table, say) walk it once. A volume that
+#: changed makes another key.
+_FACTS: OrderedDict[tuple, Tuple[Any, bytes]] = OrderedDict()
+_FACTS_KEPT = 4
+
+
+def _session_key(spark):
+    try:
+        return spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001 -- Spark Connect
+        return id(spark)
+
+
 def _facts_and_plan(spark, log: LogSet, paths: List[str], kwargs: dict, skip, split_bytes: int):
-    """The facts of the log (persisted: several joins read them) and the plan over them."""
+    """The facts of the log (persisted: several joins read them), the catalog versions built
+    from them, and the plan over them."""
     from pyspark import StorageLevel
+
+    import walcdc._native as native
 
     start_key, end_key = kwargs["start"], kwargs["end"]
     # Facts cover the log from its beginning (the catalog before the start), to its end when
@@ -425,10 +468,22 @@ def _facts_and_plan(spark, log: LogSet, paths: List[str], kwargs: dict, skip, sp
     whole = not kwargs["committed_only"] or (kwargs["decode"] and kwargs["keys"] == "name_now")
     facts_end = None if whole else end_key
     fact_ranges = _cut(_cut(_clip(log.ranges(split_bytes), None, facts_end), start_key), end_key)
-    facts = _facts_frame(spark, paths, fact_ranges, kwargs["on_encrypted"]).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    return facts, _Plan(facts, start_key, end_key, kwargs, skip)
+    stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    key = (_session_key(spark), stats, tuple(fact_ranges), kwargs["on_encrypted"])
+    if key in _FACTS:
+        _FACTS.move_to_end(key)
+        facts, versions = _FACTS[key]
+    else:
+        facts = _facts_frame(spark, paths, fact_ranges, kwargs["on_encrypted"]).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        # The catalog: built once on the driver from the class-record writes.
+        versions, _ = native.catalog_versions(log._native, _catalog_inputs(facts))
+        _FACTS[key] = (facts, versions)
+        while len(_FACTS) > _FACTS_KEPT:
+            old, _ = _FACTS.popitem(last=False)[1]
+            old.unpersist()
+    return facts, versions, _Plan(facts, start_key, end_key, kwargs, skip)
 
 
 class _Plan:
@@ -716,29 +771,62 @@ def end_cursor(
     )
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
-    try:
-        # Where the walk stops: the end of the window's last range.
-        counts = facts.where(F.col("kind") == _COUNTS)
-        if plan.end_key is not None:
-            counts = counts.where(F.col("lsa") < plan.end_key)
-        position = counts.orderBy(F.desc("lsa")).first()["lo"]
-        if position is None:
-            position = plan.end_key
-        last_commit, _, _ = skip or (None, 0, None)
-        window_last = plan.windowed.where(F.col("kind") == _COMMIT).agg(F.max("lsa")).first()[0]
-        db_creation = log.header()["db_creation"]
-        if not kwargs["committed_only"]:
-            return Cursor(db_creation, position, window_last, 0, position, True)
-        if window_last is not None:
-            last_commit = max(window_last, last_commit or 0)
-        # The oldest transaction still open at the end restarts the next run.
-        markers = plan.markers(plan.windowed)
-        seen = plan.windowed.where(F.col("kind").isin(_START, _FIRST)).select("trid", "lsa")
-        open_first = (
-            _next_marker(seen, markers).where(F.col("end_lsa").isNull()).agg(F.min("lsa"))
-        ).first()[0]
-        restart = position if open_first is None else min(open_first, position)
-        return Cursor(db_creation, restart, last_commit, 0, position, False)
-    finally:
-        facts.unpersist()
+    facts, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
+    # Where the walk stops: the end of the window's last range.
+    counts = facts.where(F.col("kind") == _COUNTS)
+    if plan.end_key is not None:
+        counts = counts.where(F.col("lsa") < plan.end_key)
+    position = counts.orderBy(F.desc("lsa")).first()["lo"]
+    if position is None:
+        position = plan.end_key
+    last_commit, _, _ = skip or (None, 0, None)
+    window_last = plan.windowed.where(F.col("kind") == _COMMIT).agg(F.max("lsa")).first()[0]
+    db_creation = log.header()["db_creation"]
+    if not kwargs["committed_only"]:
+        return Cursor(db_creation, position, window_last, 0, position, True)
+    if window_last is not None:
+        last_commit = max(window_last, last_commit or 0)
+    # The oldest transaction still open at the end restarts the next run.
+    markers = plan.markers(plan.windowed)
+    seen = plan.windowed.where(F.col("kind").isin(_START, _FIRST)).select("trid", "lsa")
+    open_first = (
+        _next_marker(seen, markers).where(F.col("end_lsa").isNull()).agg(F.min("lsa"))
+    ).first()[0]
+    restart = position if open_first is None else min(open_first, position)
+    return Cursor(db_creation, restart, last_commit, 0, position, False)
+
+
+def read_table_changes(spark, source, table, **kwargs):
+    """Changes of one table with typed ``before`` / ``after`` structs, as
+    :func:`walcdc.read_table_changes` gives them, read in parallel (same rows, same columns).
+    ``table`` and the other arguments are those of :func:`walcdc.read_table_changes` and
+    :func:`read_changes` (``split_bytes``, ``cursor``)."""
+    from walcdc.table_changes import _table_columns
+
+    split_bytes = kwargs.pop("split_bytes", DEFAULT_SPLIT_BYTES)
+    cursor = kwargs.pop("cursor", None)
+    log = source if isinstance(source, LogSet) else open_log(source)
+    class_oid, columns = _table_columns(log, table, kwargs)
+    options = dict(
+        start=None,
+        end=None,
+        users=None,
+        ops=None,
+        include_trigger=True,
+        include_ddl="matching",
+        committed_only=True,
+        mode="full",
+        schema=None,
+        on_error="raise",
+        on_encrypted="raise",
+        decode=True,
+        redact=True,
+    )
+    unknown = set(kwargs) - set(options)
+    if unknown:
+        raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")
+    options.update(kwargs)
+    checked, skip = _checked_options(
+        log, tables=[class_oid], exclude_tables=None, keys="id", cursor=cursor, **options
+    )
+    return _changes_frame(spark, log, checked, skip, split_bytes, typed=columns)

@@ -148,23 +148,44 @@ class _TypedRows:
         return pa.array(rows, type=self._struct)
 
 
+def _table_schema(raw: pa.Schema, columns: List[Dict[str, Any]]):
+    """The schema of a table's changes (``before`` / ``after`` typed structs; no raw images,
+    no class OID) made from the schema of ``read_changes``, and the batch converter."""
+    struct = pa.struct([pa.field(c["name"], arrow_type(c)) for c in columns])
+    fields = []
+    for f in raw:
+        if f.name in ("before", "after"):
+            fields.append(pa.field(f.name, struct))
+        elif f.name not in ("before_image", "after_image", "class_oid"):
+            fields.append(f)
+    schema = pa.schema(fields)
+    return schema, _TypedRows(columns, struct, schema)
+
+
+def _table_columns(log: LogSet, table, kwargs: Dict[str, Any]):
+    """The class OID and current columns (in definition order) of ``table``; arguments that do
+    not apply to one table are refused."""
+    for arg in ("tables", "exclude_tables", "keys", "envelope"):
+        if arg in kwargs:
+            raise argument_error(arg, "read_table_changes reads one table: {} does not apply")
+    user_schemas = None
+    if kwargs.get("schema") is not None:
+        from walcdc.schemas import load_schema
+
+        user_schemas = load_schema(kwargs["schema"])
+    class_oid, schema = TableIndex.of(log, user_schemas or ()).one(table, "table")
+    current = next(r for r in schema["representations"] if r["repid"] == schema["current_repid"])
+    return class_oid, sorted(current["columns"], key=lambda c: c["def_order"])
+
+
 class _TableStream(ChangeStream):
     """A :class:`~walcdc.ChangeStream` whose ``before`` / ``after`` are typed structs."""
 
     def __init__(self, native, columns: List[Dict[str, Any]], info: Dict[str, Any]):
         self.info = info
         self._transform = None
-        struct = pa.struct([pa.field(c["name"], arrow_type(c)) for c in columns])
         self._native = native
-        raw = pa.schema(native.schema())
-        fields = []
-        for f in raw:
-            if f.name in ("before", "after"):
-                fields.append(pa.field(f.name, struct))
-            elif f.name not in ("before_image", "after_image", "class_oid"):
-                fields.append(f)
-        self.schema = pa.schema(fields)
-        typed = _TypedRows(columns, struct, self.schema)
+        self.schema, typed = _table_schema(pa.schema(native.schema()), columns)
         self.reader = pa.RecordBatchReader.from_batches(self.schema, _stream_batches(native, typed))
 
 
@@ -184,17 +205,7 @@ def read_table_changes(source, table, **kwargs) -> ChangeStream:
     >>> s.read_all().schema.field("after").type.num_fields
     4
     """
-    for arg in ("tables", "exclude_tables", "keys", "envelope"):
-        if arg in kwargs:
-            raise argument_error(arg, "read_table_changes reads one table: {} does not apply")
     log = source if isinstance(source, LogSet) else open_log(source)
-    user_schemas = None
-    if kwargs.get("schema") is not None:
-        from walcdc.schemas import load_schema
-
-        user_schemas = load_schema(kwargs["schema"])
-    class_oid, schema = TableIndex.of(log, user_schemas or ()).one(table, "table")
-    current = next(r for r in schema["representations"] if r["repid"] == schema["current_repid"])
-    columns = sorted(current["columns"], key=lambda c: c["def_order"])
+    class_oid, columns = _table_columns(log, table, kwargs)
     stream = read_changes(log, tables=[class_oid], keys="id", **kwargs)
     return _TableStream(stream._native, columns, stream.info)
