@@ -274,12 +274,14 @@ def _catalog_inputs(facts) -> List[Tuple[bool, int, int]]:
         (F.col("trid") == F.col("i_trid")) & F.col("end_lsa").eqNullSafe(F.col("i_end")),
         "left_semi",
     )
-    inputs = [
-        (False, r.trid, r.lsa, r.end_lsa)
-        for r in records.select("trid", "lsa", "end_lsa").collect()
-    ]
-    for r in involved.where(F.col("end_lsa").isNotNull()).collect():
-        inputs.append((r.end_kind == _START, r.trid, r.end_lsa, r.end_lsa))
+    ends = involved.where(F.col("end_lsa").isNotNull()).select(
+        (F.col("end_kind") == _START).alias("restart"),
+        "trid",
+        F.col("end_lsa").alias("lsa"),
+        "end_lsa",
+    )
+    both = records.select(F.lit(False).alias("restart"), "trid", "lsa", "end_lsa").union(ends)
+    inputs = [(r.restart, r.trid, r.lsa, r.end_lsa) for r in both.collect()]
     # Log order; at one LSA a restart before the record.
     inputs.sort(key=lambda x: (x[2], not x[0]))
     return inputs
