@@ -353,7 +353,11 @@ def read_changes(
 
 def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typed=None):
     """The plan of :func:`read_changes`; ``typed``: a table's columns, to give ``before`` /
-    ``after`` as typed structs (:func:`read_table_changes`)."""
+    ``after`` as typed structs (:func:`read_table_changes`). The joins run on (lsa, trid) rows
+    only: images never cross a shuffle (pass 3 reads each range again and keeps the events
+    the joins decided to emit)."""
+    from pyspark.sql import functions as F
+
     import walcdc._native as native
 
     paths = _volume_paths(log)
@@ -369,10 +373,12 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
         return versions_shared.value if versions_shared is not None else versions
 
     carrier_arrow = pa.schema(native.carrier_events_schema())
-    carrier = spark_schema(carrier_arrow)
-    carrier_target = _spark_arrow_schema(spark, carrier)
+    columns = [f.name for f in carrier_arrow]
+    slim = spark_schema(pa.schema([carrier_arrow.field("lsa"), carrier_arrow.field("trid")]))
+    slim_target = _spark_arrow_schema(spark, slim)
 
-    def read_events(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def read_slim(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Pass 2: the candidate events of each range, as (lsa, trid) only."""
         import walcdc
         import walcdc._native as n
 
@@ -382,16 +388,18 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
         for t in tasks:
             for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):
                 for b in n.range_events(task_log._native, task_options, v, s, e):
-                    yield _cast(pa.record_batch(b), carrier_target)
+                    b = pa.record_batch(b)
+                    yield _cast(
+                        pa.record_batch([b["lsa"], b["trid"]], ["lsa", "trid"]), slim_target
+                    )
 
     event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
-    events = _ranges_frame(spark, event_ranges).mapInArrow(read_events, carrier)
-    columns = [f.name for f in carrier_arrow]
-    out = (
-        plan.committed(events, columns)
-        if kwargs["committed_only"]
-        else plan.engine(events, columns)
-    )
+    ranges = _ranges_frame(spark, event_ranges)
+    events = ranges.mapInArrow(read_slim, slim)
+    if kwargs["committed_only"]:
+        verdicts, markers = plan.committed(events)
+    else:
+        verdicts, markers = plan.engine(events)
 
     result_arrow = pa.schema(native.changes_schema())
     if typed is not None:
@@ -400,8 +408,9 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
         result_arrow = _table_schema(result_arrow, typed)[0]
     result = spark_schema(result_arrow)
     result_target = _spark_arrow_schema(spark, result)
+    decided = [c for c in _VERDICT if c != "trid"]
 
-    def finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def finisher():
         import walcdc
         import walcdc._native as n
 
@@ -413,14 +422,55 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
             from walcdc.table_changes import _table_schema
 
             convert = _table_schema(pa.schema(n.changes_schema()), typed)[1]
+
+        def finish(b: pa.RecordBatch) -> pa.RecordBatch:
+            done = pa.record_batch(n.finish_events(task_log._native, task_options, v, b))
+            return _cast(convert(done) if convert is not None else done, result_target)
+
+        return task_log, task_options, v, finish
+
+    def read_range(left: pa.Table, right: pa.Table) -> pa.Table:
+        """Pass 3, per range: its candidate events again, with images, joined with what the
+        joins decided for them (only those emitted), named and decoded."""
+        import walcdc._native as n
+
+        out = []
+        if left.num_rows and right.num_rows:
+            task_log, task_options, v, finish = finisher()
+            decision = right.select(decided)
+            start, end = left["start"][0].as_py(), left["end"][0].as_py()
+            for b in n.range_events(task_log._native, task_options, v, start, end):
+                b = pa.Table.from_batches([pa.record_batch(b)])
+                joined = b.drop_columns([c for c in decided if c != "lsa"]).join(
+                    decision, "lsa", join_type="inner"
+                )
+                if joined.num_rows:
+                    batch = joined.select(columns).cast(carrier_arrow).combine_chunks()
+                    out.extend(finish(x) for x in batch.to_batches())
+        return pa.Table.from_batches(out, schema=result_target)
+
+    def finish_markers(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        finish = None
         for b in batches:
             if b.num_rows:
-                done = pa.record_batch(n.finish_events(task_log._native, task_options, v, b))
-                if convert is not None:
-                    done = convert(done)
-                yield _cast(done, result_target)
+                if finish is None:
+                    finish = finisher()[3]
+                yield finish(b)
 
-    return out.select(*columns).mapInArrow(finish, result)
+    in_range = (F.col("r.start").isNull() | (F.col("v.lsa") >= F.col("r.start"))) & (
+        F.col("r.end").isNull() | (F.col("v.lsa") < F.col("r.end"))
+    )
+    # Each verdict to its range (a table of its own: the cogroup groups `ranges` itself).
+    bounds = _ranges_frame(spark, event_ranges).alias("r")
+    placed = verdicts.alias("v").join(F.broadcast(bounds), in_range).select("r.i", "v.*")
+    rows = ranges.groupBy("i").cogroup(placed.groupBy("i")).applyInArrow(read_range, result)
+    if markers is not None:
+        rows = rows.unionByName(markers.select(*columns).mapInArrow(finish_markers, result))
+    return rows
+
+
+#: What the joins decide for each emitted event (pass 3 joins it to the event by LSA).
+_VERDICT = ["lsa", "trid", "user", "commit_lsa", "commit_time", "txn_seq", "end_lsa"]
 
 
 def _checked_options(log: LogSet, *, cursor, **options) -> dict:
@@ -548,9 +598,10 @@ class _Plan:
             (F.col("n") if committed else F.lit(0)).cast("long").alias("txn_seq"),
         )
 
-    def committed(self, events, columns):
+    def committed(self, events):
         """The committed-only stream: committed transactions' events minus what rollbacks to
-        a savepoint undid, numbered in their transaction; commit/abort markers when asked."""
+        a savepoint undid, numbered in their transaction (the verdict rows); commit/abort/timer
+        marker rows when asked (or None)."""
         from pyspark.sql.window import Window
 
         F = self.F
@@ -589,7 +640,6 @@ class _Plan:
             committed.withColumn("txn_seq", (F.row_number().over(seq) - 1).cast("long"))
             .withColumn("commit_lsa", F.col("end_lsa"))
             .withColumn("commit_time", F.col("end_time"))
-            .withColumn("end_lsa", F.lit(None).cast("long"))
         )
         emitted = committed
         if offset:
@@ -598,15 +648,12 @@ class _Plan:
             emitted = committed.where(
                 (F.col("commit_lsa") != F.lit(first)) | (F.col("txn_seq") >= offset)
             )
-        out = emitted.select(*columns)
+        verdicts = emitted.withColumn("end_lsa", F.lit(None).cast("long")).select(*_VERDICT)
         group = ["trid", "end_lsa", "end_vol", "end_time", "user"]
+        out = None
         if "commit" in self.wanted:
-            counts = (
-                committed.withColumn("end_lsa", F.col("commit_lsa"))
-                .groupBy(*group)
-                .agg(F.count(F.lit(1)).alias("n"))
-            )
-            out = out.unionByName(self.marker_rows(counts, _OP_COMMIT, True), True)
+            counts = committed.groupBy(*group).agg(F.count(F.lit(1)).alias("n"))
+            out = self.marker_rows(counts, _OP_COMMIT, True)
         markers_out = None
         if "abort" in self.wanted:
             aborted = ended.where(F.col("end_kind") == _ABORT).groupBy(*group).count()
@@ -618,8 +665,25 @@ class _Plan:
             if position is not None:
                 # Markers an earlier run emitted (they go out as they are read).
                 markers_out = markers_out.where(F.col("lsa") >= position)
-            out = out.unionByName(markers_out, True)
-        return out
+            out = markers_out if out is None else out.unionByName(markers_out, True)
+        return verdicts, self.as_carrier(out)
+
+    def as_carrier(self, rows):
+        """Marker rows with every carrier column (nulls where a marker has none)."""
+        if rows is None:
+            return None
+        import walcdc._native as native
+
+        F = self.F
+        carrier = spark_schema(pa.schema(native.carrier_events_schema()))
+        return rows.select(
+            *[
+                F.col(f.name).cast(f.dataType)
+                if f.name in rows.columns
+                else F.lit(None).cast(f.dataType).alias(f.name)
+                for f in carrier
+            ]
+        )
 
     def first_commit_after(self, lsa):
         F = self.F
@@ -640,10 +704,11 @@ class _Plan:
             F.lit(0).cast("long").alias("txn_seq"),
         )
 
-    def engine(self, events, columns):
+    def engine(self, events):
         """CUBRID's own stream: every change of a transaction whose user is known (its first
         TRAN_USER from the start of the window on, wherever the transaction ends), at the
-        change; commit/abort markers of those transactions and timer rows, in the window."""
+        change (the verdict rows); commit/abort markers of those transactions and timer rows,
+        in the window (or None)."""
         F = self.F
         markers = self.markers(self.facts)
         events = _next_marker(events, markers)
@@ -659,7 +724,16 @@ class _Plan:
             (F.col("trid") == F.col("x_trid")) & F.col("end_lsa").eqNullSafe(F.col("x_end")),
             "inner",
         ).withColumn("user", F.col("tx_user"))
-        out = events.select(*columns)
+        position = self.skip[2] if self.skip is not None else None
+        if position is not None:
+            # What an earlier run emitted: everything before where it stopped.
+            events = events.where(F.col("lsa") >= position)
+        verdicts = (
+            events.withColumn("commit_lsa", F.lit(None).cast("long"))
+            .withColumn("commit_time", F.lit(None).cast("long"))
+            .withColumn("txn_seq", F.lit(0).cast("long"))
+            .select(*_VERDICT)
+        )
         ends = tx_users.where(F.col("tx_end_kind").isin(_COMMIT, _ABORT)).select(
             "trid",
             "end_lsa",
@@ -672,16 +746,17 @@ class _Plan:
             ends = ends.where(F.col("end_lsa") >= self.start_key)
         if self.end_key is not None:
             ends = ends.where(F.col("end_lsa") < self.end_key)
+        out = None
         for name, kind, op in (("commit", _COMMIT, _OP_COMMIT), ("abort", _ABORT, _OP_ABORT)):
             if self._engine_wants(name):
                 rows = self.marker_rows(ends.where(F.col("end_kind") == kind), op, False)
-                out = out.unionByName(rows, True)
+                out = rows if out is None else out.unionByName(rows, True)
         if self._engine_wants("timer"):
-            out = out.unionByName(self.timer_rows(), True)
-        if self.skip is not None and self.skip[2] is not None:
-            # What an earlier run emitted: everything before where it stopped.
-            out = out.where(F.col("lsa") >= self.skip[2])
-        return out
+            timers = self.timer_rows()
+            out = timers if out is None else out.unionByName(timers, True)
+        if out is not None and position is not None:
+            out = out.where(F.col("lsa") >= position)
+        return verdicts, self.as_carrier(out)
 
     def _engine_wants(self, op: str) -> bool:
         return op in self.wanted if self.wanted else True
