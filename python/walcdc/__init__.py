@@ -33,13 +33,14 @@ from walcdc.logset import (
     UnplacedRecordsSkipped,
     open_log,
 )
-from walcdc.table_changes import read_table_changes
+from walcdc.table_changes import read_changes_by_table, read_table_changes
 
 __all__ = [
     "__version__",
     "open_log",
     "read_changes",
     "read_table_changes",
+    "read_changes_by_table",
     "ChangeStream",
     "Cursor",
     "ReaderState",

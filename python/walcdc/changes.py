@@ -308,35 +308,74 @@ def read_changes(
     log = source if isinstance(source, LogSet) else open_log(source)
     if envelope is not None:
         choice("envelope", envelope, ENVELOPES)
-    if state is not None and (cursor is not None or start is not None):
-        raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
-    options = log._native.change_options(
-        **_native_options(
-            log,
-            start=start,
-            end=end,
-            tables=tables,
-            exclude_tables=exclude_tables,
-            users=users,
-            ops=ops,
-            include_trigger=include_trigger,
-            include_ddl=include_ddl,
-            committed_only=committed_only,
-            mode=mode,
-            keys=keys,
-            schema=schema,
-            cursor=cursor,
-            on_error=on_error,
-            memory_limit=memory_limit,
-            on_encrypted=on_encrypted,
-            decode=decode,
-            redact=redact,
-        )
+    options = dict(
+        start=start,
+        end=end,
+        tables=tables,
+        exclude_tables=exclude_tables,
+        users=users,
+        ops=ops,
+        include_trigger=include_trigger,
+        include_ddl=include_ddl,
+        committed_only=committed_only,
+        mode=mode,
+        keys=keys,
+        schema=schema,
+        cursor=cursor,
+        on_error=on_error,
+        memory_limit=memory_limit,
+        on_encrypted=on_encrypted,
+        decode=decode,
+        redact=redact,
     )
-    native = log._native.changes(options, batch_size=int(batch_size), state=state)
+    return _open_stream(log, options, batch_size=batch_size, state=state, envelope=envelope)
+
+
+#: The defaults of :func:`read_changes`' options (those :func:`_native_options` takes).
+OPTION_DEFAULTS: Dict[str, Any] = dict(
+    start=None,
+    end=None,
+    tables=None,
+    exclude_tables=None,
+    users=None,
+    ops=None,
+    include_trigger=True,
+    include_ddl="matching",
+    committed_only=True,
+    mode="full",
+    keys="name_then",
+    schema=None,
+    cursor=None,
+    on_error="raise",
+    memory_limit=256 << 20,
+    on_encrypted="raise",
+    decode=True,
+    redact=True,
+)
+
+
+def _open_stream(
+    log: LogSet,
+    options: Dict[str, Any],
+    *,
+    batch_size: int,
+    state=None,
+    envelope: Optional[str] = None,
+    columns=None,
+    by_table: bool = False,
+) -> ChangeStream:
+    """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
+    table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: every
+    table's typed changes, batch by batch from ``stream._native.next_table()``."""
+    if state is not None and (options["cursor"] is not None or options["start"] is not None):
+        raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
+    native_options = log._native.change_options(**_native_options(log, **options))
+    native = log._native.changes(
+        native_options, batch_size=int(batch_size), state=state, columns=columns, by_table=by_table
+    )
     header = log._native.header_info()
     info = {
-        "committed_only": bool(committed_only),
+        "committed_only": bool(options["committed_only"]),
         "db_creation": header["db_creation"],
         "database": header.get("prefix") or _database_name(header),
         "envelope": envelope,

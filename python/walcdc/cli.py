@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import warnings
 from collections import defaultdict
@@ -398,6 +399,13 @@ def schema(paths, sample, show_all, as_json) -> None:
 @click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
 @click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
 @click.option(
+    "--by-table",
+    "by_table",
+    is_flag=True,
+    help="Typed Parquet by table: OUTPUT is a directory that gets one dataset per table (typed "
+    "before/after columns); an ALTER starts a new part with the new columns.",
+)
+@click.option(
     "--on-error",
     type=click.Choice(["raise", "skip"]),
     default="raise",
@@ -427,6 +435,7 @@ def extract(
     envelope,
     schema_file,
     no_redact,
+    by_table,
     on_error,
     on_encrypted,
     progress,
@@ -436,20 +445,62 @@ def extract(
     With --cursor FILE, the extraction resumes where the cursor in FILE says (if it exists) and
     the new cursor is written to FILE, atomically, once the output is durable. Combine it with a
     directory as output: each run then adds a part named by its first and last commit LSA.
+
+    With --by-table, OUTPUT is a directory with one Parquet dataset per table (OUTPUT/<table>/),
+    before/after typed with the table's columns; a run adds a part per table (and per
+    representation, when an ALTER changed the table). --cursor works the same way.
     """
-    import os
 
     from walcdc.changes import Cursor
     from walcdc.sinks import resolve_target, write_stream
 
     log = _open(_paths(paths, sample))
+    if by_table:
+        refused = [
+            name
+            for name, given in (
+                ("--engine", engine),
+                ("--envelope", envelope),
+                ("--keys", keys != "name_then"),
+                ("--format", fmt not in (None, "parquet")),
+                ("--overwrite", overwrite),
+            )
+            if given
+        ]
+        if refused:
+            raise click.UsageError(
+                f"--by-table writes typed Parquet: {', '.join(refused)} do not apply"
+            )
+        if output == "-" or os.path.isfile(output):
+            raise click.UsageError("--by-table needs a directory as --output")
     # Check the output before reading anything.
-    target = resolve_target(output, fmt, overwrite)
+    target = None if by_table else resolve_target(output, fmt, overwrite)
     cursor = None
     if cursor_file and os.path.exists(cursor_file):
         cursor = Cursor.load(cursor_file)
         if start is not None:
             raise click.UsageError("--from and an existing --cursor file exclude each other")
+    if by_table:
+        _extract_by_table(
+            log,
+            output,
+            cursor_file,
+            progress,
+            start=start,
+            end=end,
+            tables=list(tables) or None,
+            exclude_tables=list(exclude_tables) or None,
+            include_ddl=include_ddl,
+            users=list(users) or None,
+            ops=list(ops) or None,
+            mode=mode,
+            schema=schema_file,
+            cursor=cursor,
+            on_error=on_error,
+            on_encrypted=on_encrypted,
+            redact=not no_redact,
+        )
+        return
     stream = walcdc.read_changes(
         log,
         start=start,
@@ -487,6 +538,31 @@ def extract(
     else:
         click.echo(
             f"{result.rows:,} events written to {where}"
+            + (f"; {len(pending)} transaction(s) still open at the end" if pending else ""),
+            err=True,
+        )
+    _print_summary(result.summary)
+    if cursor_file:
+        click.echo(f"cursor saved to {cursor_file}", err=True)
+
+
+def _extract_by_table(log, output, cursor_file, progress, **options) -> None:
+    from walcdc.sinks.tables import write_tables
+
+    stream = walcdc.read_changes_by_table(log, **options)
+    with _Progress(log.header(), progress, "extracting") as bar:
+        result = write_tables(
+            stream, output, cursor_file=cursor_file, on_batch=lambda b: bar.at(_last_lsa(b))
+        )
+    _report_skipped(stream.skipped)
+    tables = {os.path.dirname(p) for p in result.paths}
+    pending = stream.pending
+    if result.rows == 0:
+        click.echo("no new events", err=True)
+    else:
+        click.echo(
+            f"{result.rows:,} events written to {len(result.paths)} part(s) of "
+            f"{len(tables)} table(s) under {output}"
             + (f"; {len(pending)} transaction(s) still open at the end" if pending else ""),
             err=True,
         )

@@ -401,11 +401,10 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
     else:
         verdicts, markers = plan.engine(events)
 
-    result_arrow = pa.schema(native.changes_schema())
     if typed is not None:
-        from walcdc.table_changes import _table_schema
-
-        result_arrow = _table_schema(result_arrow, typed)[0]
+        result_arrow = pa.schema(native.table_changes_schema(typed))
+    else:
+        result_arrow = pa.schema(native.changes_schema())
     result = spark_schema(result_arrow)
     result_target = _spark_arrow_schema(spark, result)
     decided = [c for c in _VERDICT if c != "trid"]
@@ -417,15 +416,10 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
         task_log = walcdc.open_log(paths)
         task_options = task_log._native.change_options(**kwargs)
         v = versions_bytes()
-        convert = None
-        if typed is not None:
-            from walcdc.table_changes import _table_schema
-
-            convert = _table_schema(pa.schema(n.changes_schema()), typed)[1]
 
         def finish(b: pa.RecordBatch) -> pa.RecordBatch:
-            done = pa.record_batch(n.finish_events(task_log._native, task_options, v, b))
-            return _cast(convert(done) if convert is not None else done, result_target)
+            done = n.finish_events(task_log._native, task_options, v, b, columns=typed)
+            return _cast(pa.record_batch(done), result_target)
 
         return task_log, task_options, v, finish
 

@@ -22,7 +22,7 @@ mod test_rng;
 #[cfg(any(test, feature = "writer"))]
 pub mod testkit;
 
-pub use arrow::{changes_arrow, jsonl, parallel_arrow, records_arrow};
+pub use arrow::{changes_arrow, jsonl, parallel_arrow, records_arrow, typed_arrow};
 pub use cdc::{catalog, changes, chase, extract, parallel, redact};
 pub use format::{le, lsa, page, rcvindex, rectype, row, schema, supplemental};
 pub use log::{logset, payload, ranges, record, source, walker};

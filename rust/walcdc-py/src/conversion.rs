@@ -11,6 +11,7 @@ use walcdc_core::catalog::{Catalog, KeyMode, UserColumn};
 use walcdc_core::changes::{ChangeStats, Cursor, Op, Pending};
 use walcdc_core::schema::{Attribute, ClassSchema, Domain};
 use walcdc_core::supplemental::Oid;
+use walcdc_core::typed_arrow::TableColumn;
 use walcdc_core::walker::{EndOfLog, SkippedRange};
 use walcdc_core::writer::WrittenLog;
 use walcdc_core::{LogError, LogSet, Lsa, Record};
@@ -199,6 +200,59 @@ pub(crate) fn domain_dict<'py>(py: Python<'py>, d: &Domain) -> PyResult<Bound<'p
     }
     o.set_item("set_domains", sets)?;
     Ok(o)
+}
+
+/// A domain from the dict [`domain_dict`] makes.
+pub(crate) fn domain_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Domain> {
+    fn int(d: &Bound<'_, PyDict>, key: &str, default: i32) -> PyResult<i32> {
+        match d.get_item(key)? {
+            Some(v) if !v.is_none() => v.extract(),
+            _ => Ok(default),
+        }
+    }
+    let mut set_domains = Vec::new();
+    if let Some(list) = d.get_item("set_domains")? {
+        for item in list.try_iter()? {
+            set_domains.push(domain_from_dict(item?.cast::<PyDict>()?)?);
+        }
+    }
+    let class_oid = match d.get_item("class_oid")? {
+        Some(v) if !v.is_none() => Some(Oid::from_cdc(v.extract()?)),
+        _ => None,
+    };
+    let enum_labels = match d.get_item("enum_labels")? {
+        Some(v) if !v.is_none() => v.extract()?,
+        _ => Vec::new(),
+    };
+    Ok(Domain {
+        db_type: int(d, "type", 0)?,
+        precision: int(d, "precision", -1)?,
+        scale: int(d, "scale", 0)?,
+        codeset: int(d, "codeset", 0)?,
+        collation: int(d, "collation", 0)?,
+        class_oid,
+        enum_labels,
+        set_domains,
+    })
+}
+
+/// A typed table's columns from column dicts of `LogSet.schemas()` (in the order given).
+pub(crate) fn table_columns(columns: &Bound<'_, PyList>) -> PyResult<Vec<TableColumn>> {
+    columns
+        .iter()
+        .map(|c| {
+            let d = c.cast::<PyDict>()?;
+            let req = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+                d.get_item(k)?.ok_or_else(|| pyo3::exceptions::PyKeyError::new_err(k.to_string()))
+            };
+            Ok(TableColumn {
+                id: req("id")?.extract()?,
+                name: req("name")?.extract()?,
+                domain: domain_from_dict(d)?,
+                primary_key: d.get_item("primary_key")?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false),
+            })
+        })
+        .collect()
 }
 
 pub(crate) fn attribute_dict<'py>(py: Python<'py>, a: &Attribute) -> PyResult<Bound<'py, PyDict>> {

@@ -44,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::no_supplemental_log_error, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::facts_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::changes_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::table_changes_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::check_cursor, m)?)?;
     m.add_class::<logset::PyLogSet>()?;
     m.add_class::<logset::PyChangeOptions>()?;

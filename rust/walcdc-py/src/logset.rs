@@ -7,14 +7,15 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use walcdc_core::changes::{self, ChangeOptions, ChangeReader};
-use walcdc_core::changes_arrow::ChangesBuilder;
-use walcdc_core::records_arrow::{records_schema, RecordsBuilder};
+use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
+use walcdc_core::records_arrow::RecordsBuilder;
+use walcdc_core::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::walker::find_end;
 use walcdc_core::{LogSet, Lsa, OnEncrypted, Walker};
 
 use crate::conversion::{
-    class_dict, end_dict, header_dict, key_to_lsa, parse_keys, parse_ops, parse_option, record_dict, user_table,
-    CursorArg, UserTable,
+    class_dict, end_dict, header_dict, key_to_lsa, parse_keys, parse_ops, parse_option, record_dict, table_columns,
+    user_table, CursorArg, UserTable,
 };
 use crate::error::to_py;
 use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
@@ -45,8 +46,8 @@ impl PyLogSet {
     }
 
     /// Records of a forward walk; `range`: `start` is the start of one of `ranges()` (see
-    /// `Walker::for_range`).
-    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536, range=false))]
+    /// `Walker::for_range`); `columns`: only these columns (None: all).
+    #[pyo3(signature = (start=None, end=None, on_encrypted="raise", payloads=false, batch_size=65536, range=false, columns=None))]
     #[allow(clippy::too_many_arguments)]
     fn records(
         &self,
@@ -57,8 +58,12 @@ impl PyLogSet {
         payloads: bool,
         batch_size: usize,
         range: bool,
+        columns: Option<Vec<String>>,
     ) -> PyResult<RecordBatches> {
         let policy: OnEncrypted = parse_option(py, on_encrypted)?;
+        let builder =
+            RecordsBuilder::with_columns(&self.inner, payloads, columns.as_deref()).map_err(|e| to_py(py, e))?;
+        let schema = builder.schema();
         let log = self.inner.clone();
         let (start, end) = (key_to_lsa(start), key_to_lsa(end));
         let walker = py
@@ -70,12 +75,7 @@ impl PyLogSet {
                 }
             })
             .map_err(|e| to_py(py, e))?;
-        Ok(RecordBatches {
-            walker,
-            builder: RecordsBuilder::new(&self.inner, payloads),
-            batch_size: batch_size.max(1),
-            schema: records_schema(payloads),
-        })
+        Ok(RecordBatches { walker, builder, batch_size: batch_size.max(1), schema })
     }
 
     /// Random access: the record at an LSA, with its undo/redo images.
@@ -148,20 +148,41 @@ impl PyLogSet {
             keys: parse_keys(py, keys)?,
             include_ddl: parse_option(py, include_ddl)?,
             redact,
+            values: false,
         };
         Ok(PyChangeOptions { inner })
     }
 
-    /// Change events (see `walcdc.read_changes`).
-    #[pyo3(signature = (options, batch_size=65536, state=None))]
+    /// Change events (see `walcdc.read_changes`); with `columns` (column dicts of
+    /// `schemas()`), one table's changes with typed `before` / `after` structs of those columns;
+    /// with `by_table`, every table's typed changes (`ChangeBatches.next_table`).
+    #[pyo3(signature = (options, batch_size=65536, state=None, columns=None, by_table=false))]
     fn changes(
         &self,
         py: Python<'_>,
         options: PyRef<'_, PyChangeOptions>,
         batch_size: usize,
         state: Option<PyRef<'_, PyReaderState>>,
+        columns: Option<Bound<'_, PyList>>,
+        by_table: bool,
     ) -> PyResult<ChangeBatches> {
-        let opts = options.inner.clone();
+        let mut opts = options.inner.clone();
+        let batch_size = batch_size.max(1);
+        if by_table && !opts.committed_only {
+            let msg = "typed output by table reads the committed stream (committed_only=True)".into();
+            return Err(to_py(py, walcdc_core::LogError::InvalidArgument { msg }));
+        }
+        let splitter = by_table.then(|| {
+            opts.values = true;
+            TableSplitter::new(self.inner.clone(), opts.mode, batch_size)
+        });
+        let builder: Box<dyn EventBatchBuilder> = match &columns {
+            Some(cols) => {
+                opts.values = true;
+                Box::new(TableChangesBuilder::new(&self.inner, table_columns(cols)?, opts.mode))
+            }
+            None => Box::new(ChangesBuilder::new(&self.inner)),
+        };
         let log = self.inner.clone();
         let state = state.map(|s| s.inner.clone());
         let reader = py
@@ -170,8 +191,7 @@ impl PyLogSet {
                 None => ChangeReader::new(log, opts),
             })
             .map_err(|e| to_py(py, e))?;
-        let builder = ChangesBuilder::new(&self.inner);
-        Ok(ChangeBatches { reader, builder, batch_size: batch_size.max(1) })
+        Ok(ChangeBatches { reader, builder, splitter, batch_size })
     }
 
     /// Time (Unix seconds) to LSA, as CUBRID's `cdc_find_lsa`: `(lsa, adjusted)`.

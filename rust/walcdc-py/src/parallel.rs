@@ -5,17 +5,18 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 
-use walcdc_core::changes_arrow::ChangesBuilder;
+use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeEvents};
 use walcdc_core::parallel_arrow::{
     carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch,
 };
+use walcdc_core::typed_arrow::TableChangesBuilder;
 use walcdc_core::{Lsa, OnEncrypted};
 
 use crate::arrow::{import_batch, Batch, Schema};
-use crate::conversion::{key_to_lsa, parse_option};
+use crate::conversion::{key_to_lsa, parse_option, table_columns};
 use crate::error::to_py;
 use crate::logset::{PyChangeOptions, PyLogSet};
 
@@ -114,24 +115,33 @@ pub(crate) fn range_events(
 }
 
 /// Committed events (a carrier batch with commit LSAs and positions set) named and decoded as
-/// of their commit: a batch of `read_changes()`'s schema.
+/// of their commit: a batch of `read_changes()`'s schema, or with `columns` (column dicts of
+/// `schemas()`) of one table's typed changes.
 #[pyfunction]
+#[pyo3(signature = (log, options, versions, batch, columns=None))]
 pub(crate) fn finish_events(
     py: Python<'_>,
     log: PyRef<'_, PyLogSet>,
     options: PyRef<'_, PyChangeOptions>,
     versions: &[u8],
     batch: &Bound<'_, PyAny>,
+    columns: Option<Bound<'_, PyList>>,
 ) -> PyResult<Batch> {
     let versions = versions_from(py, versions)?;
     let batch = import_batch(batch)?;
-    let (log, opts) = (log.inner.clone(), &options.inner);
+    let mut opts = options.inner.clone();
+    let mut builder: Box<dyn EventBatchBuilder> = match &columns {
+        Some(cols) => {
+            opts.values = true;
+            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
+        }
+        None => Box::new(ChangesBuilder::new(&log.inner)),
+    };
     let out = py
         .detach(|| -> walcdc_core::Result<_> {
             let mut events = events_from_carrier(&batch)?;
             let ends = instance_ends(&batch)?;
-            parallel::finish_events(&mut events, &ends, versions, opts);
-            let mut builder = ChangesBuilder::new(&log);
+            parallel::finish_events(&mut events, &ends, versions, &opts);
             for e in &events {
                 builder.append(e);
             }
@@ -152,6 +162,12 @@ pub(crate) fn no_supplemental_log_error(py: Python<'_>, log: PyRef<'_, PyLogSet>
 #[pyfunction]
 pub(crate) fn facts_schema() -> Schema {
     Schema::new(walcdc_core::parallel_arrow::facts_schema())
+}
+
+/// The schema of one table's typed changes (`columns`: column dicts of `schemas()`).
+#[pyfunction]
+pub(crate) fn table_changes_schema(columns: Bound<'_, PyList>) -> PyResult<Schema> {
+    Ok(Schema::new(walcdc_core::typed_arrow::table_changes_schema(&table_columns(&columns)?)))
 }
 
 /// The schema of `read_changes()`.

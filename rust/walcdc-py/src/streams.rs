@@ -6,8 +6,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use walcdc_core::changes::{ChangeReader, ReaderState};
-use walcdc_core::changes_arrow::{changes_schema, next_changes_batch, ChangesBuilder};
+use walcdc_core::changes_arrow::{next_changes_batch, EventBatchBuilder};
 use walcdc_core::records_arrow::{next_batch, RecordsBuilder};
+use walcdc_core::typed_arrow::{next_table_batch, TableSplitter};
 use walcdc_core::Walker;
 
 use crate::arrow::{Batch, Schema};
@@ -72,11 +73,17 @@ impl RecordBatches {
     }
 }
 
+/// `(class_oid, table, repid, batch)` of one table's typed batch.
+type TableBatchTuple = (Option<u64>, Option<String>, i32, Batch);
+
 /// Iterates over batches of change events.
 #[pyclass(module = "walcdc._native")]
 pub(crate) struct ChangeBatches {
     pub(crate) reader: ChangeReader,
-    pub(crate) builder: ChangesBuilder,
+    /// `read_changes()`'s columns, or one table's typed columns.
+    pub(crate) builder: Box<dyn EventBatchBuilder>,
+    /// Batches by table (`next_table`), when the stream was opened for them.
+    pub(crate) splitter: Option<TableSplitter>,
     pub(crate) batch_size: usize,
 }
 
@@ -153,7 +160,7 @@ impl ChangeBatches {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
         let (reader, builder, n) = (&mut self.reader, &mut self.builder, self.batch_size);
-        match py.detach(|| next_changes_batch(reader, builder, n)) {
+        match py.detach(|| next_changes_batch(reader, builder.as_mut(), n)) {
             Ok(Some(b)) => Ok(Some(Batch::new(b))),
             Ok(None) => Ok(None),
             Err(e) => Err(to_py(py, e)),
@@ -161,7 +168,21 @@ impl ChangeBatches {
     }
 
     fn schema(&self) -> Schema {
-        Schema::new(changes_schema())
+        Schema::new(self.builder.schema())
+    }
+
+    /// The next batch of one table's typed changes, `(class_oid, table, repid, batch)`
+    /// (class_oid None: DDL of no table), or None at the end (streams opened `by_table`).
+    fn next_table(&mut self, py: Python<'_>) -> PyResult<Option<TableBatchTuple>> {
+        let reader = &mut self.reader;
+        let Some(split) = self.splitter.as_mut() else {
+            return Err(pyo3::exceptions::PyValueError::new_err("the stream was not opened by table"));
+        };
+        match py.detach(|| next_table_batch(reader, split)) {
+            Ok(Some(t)) => Ok(Some((t.class_oid.map(|o| o.to_cdc()), t.table, t.repid, Batch::new(t.batch)))),
+            Ok(None) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
     }
 
     /// `(db_creation, restart_lsa, last_commit_lsa, txn_offset, position, engine)` for resuming after what was

@@ -64,9 +64,24 @@ pub fn changes_schema() -> SchemaRef {
     ]))
 }
 
+/// Fills a batch of some stream's columns one event at a time.
+pub trait EventBatchBuilder: Send + Sync {
+    fn schema(&self) -> SchemaRef;
+    fn append(&mut self, e: &Event);
+    /// Events appended since the last batch.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The batch of the events appended since the last one.
+    fn finish(&mut self) -> RecordBatch;
+}
+
 /// Fills the columns of `read_changes()` one event at a time.
 pub struct ChangesBuilder {
     schema: SchemaRef,
+    /// Whether the raw images are copied (a typed table builder does not show them).
+    images: bool,
     ops: ArrayRef,
     lsa: UInt64Builder,
     commit_lsa: UInt64Builder,
@@ -104,6 +119,7 @@ impl ChangesBuilder {
             file_values: Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str()))),
             file: Int16Builder::new(),
             schema: changes_schema(),
+            images: true,
             ops: Arc::new(StringArray::from_iter_values(Op::ALL.iter().map(|o| o.as_str()))),
             lsa: UInt64Builder::new(),
             commit_lsa: UInt64Builder::new(),
@@ -133,6 +149,11 @@ impl ChangesBuilder {
         }
     }
 
+    /// As [`ChangesBuilder::new`], leaving `before_image` / `after_image` null.
+    pub fn without_images(log: &LogSet) -> Self {
+        ChangesBuilder { images: false, ..ChangesBuilder::new(log) }
+    }
+
     pub fn len(&self) -> usize {
         self.lsa.len()
     }
@@ -156,8 +177,9 @@ impl ChangesBuilder {
         self.class_oid.append_option(oid(class));
         self.row_oid.append_option(oid(e.row_oid));
         self.table.append_option(typed.and_then(|t| t.table.as_deref()));
-        self.before.append_option(e.before.as_ref().map(|i| &i.row[..]));
-        self.after.append_option(e.after.as_ref().map(|i| &i.row[..]));
+        let images = self.images;
+        self.before.append_option(e.before.as_ref().filter(|_| images).map(|i| &i.row[..]));
+        self.after.append_option(e.after.as_ref().filter(|_| images).map(|i| &i.row[..]));
         match &e.ddl {
             Some(d) => {
                 self.ddl_type.append_value(d.ddl_type as i8);
@@ -228,10 +250,28 @@ impl ChangesBuilder {
     }
 }
 
+impl EventBatchBuilder for ChangesBuilder {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn append(&mut self, e: &Event) {
+        ChangesBuilder::append(self, e)
+    }
+
+    fn len(&self) -> usize {
+        ChangesBuilder::len(self)
+    }
+
+    fn finish(&mut self) -> RecordBatch {
+        ChangesBuilder::finish(self)
+    }
+}
+
 /// Reads up to `max_rows` events into one batch; `None` once the stream is over.
 pub fn next_changes_batch(
     reader: &mut ChangeReader,
-    builder: &mut ChangesBuilder,
+    builder: &mut (impl EventBatchBuilder + ?Sized),
     max_rows: usize,
 ) -> Result<Option<RecordBatch>> {
     while builder.len() < max_rows {

@@ -1,6 +1,8 @@
-//! Arrow batches built in Rust: records, change events, and JSON Lines from batches.
+//! Arrow batches built in Rust: records, change events, one table's typed changes, and JSON
+//! Lines from batches.
 
 pub mod changes_arrow;
 pub mod jsonl;
 pub mod parallel_arrow;
 pub mod records_arrow;
+pub mod typed_arrow;

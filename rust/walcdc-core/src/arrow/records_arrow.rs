@@ -56,9 +56,11 @@ pub fn records_schema(with_payloads: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// Fills the columns of `records()` one record at a time.
+/// Fills the columns of `records()` one record at a time (only those asked for).
 pub struct RecordsBuilder {
     schema: SchemaRef,
+    /// Which columns of the full schema are built (by position).
+    want: [bool; MAX_COLUMNS],
     type_values: ArrayRef,
     rcv_values: ArrayRef,
     file_values: ArrayRef,
@@ -92,12 +94,72 @@ pub struct RecordsBuilder {
     carry: Option<Record>,
 }
 
+/// Columns of `records(payloads=True)`.
+const MAX_COLUMNS: usize = 23;
+// Positions in the full schema (`lsa`, 0, is always built: it counts the rows).
+const FORW: usize = 1;
+const BACK: usize = 2;
+const PREV: usize = 3;
+const TRID: usize = 4;
+const TYPE: usize = 5;
+const RCV: usize = 6;
+const RCV_NAME: usize = 7;
+const VOLID: usize = 8;
+const PAGEID: usize = 9;
+const OFFSET: usize = 10;
+const UNDO_LEN: usize = 11;
+const REDO_LEN: usize = 12;
+const UNDO_STORED: usize = 13;
+const REDO_STORED: usize = 14;
+const UNDO_ZIP: usize = 15;
+const REDO_ZIP: usize = 16;
+const SUPP: usize = 17;
+const AT_TIME: usize = 18;
+const SIZE: usize = 19;
+const FILE: usize = 20;
+
 /// Payload bytes per batch of `records(payloads=True)`: a batch ends before a record that would
 /// take it past this (a record alone may: each payload is at most 1 GiB).
 pub const MAX_BATCH_PAYLOAD_BYTES: u64 = 256 << 20;
 
 impl RecordsBuilder {
+    /// A builder of every column of `records()` (with `undo` / `redo` when `with_payloads`).
     pub fn new(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
+        Self::with_columns(log, with_payloads, None).expect("every column exists")
+    }
+
+    /// A builder of the columns named (in the schema's order; None: all of them). Unknown
+    /// names are an error; `undo` / `redo` need `with_payloads`.
+    pub fn with_columns(log: &LogSet, with_payloads: bool, columns: Option<&[String]>) -> Result<RecordsBuilder> {
+        let full = records_schema(with_payloads);
+        let mut want = [false; MAX_COLUMNS];
+        match columns {
+            None => want[..full.fields().len()].iter_mut().for_each(|w| *w = true),
+            Some(names) => {
+                for n in names {
+                    let i = full.index_of(n).map_err(|_| crate::LogError::InvalidArgument {
+                        msg: format!(
+                            "columns: records() has no column {n:?}{}",
+                            if !with_payloads && (n == "undo" || n == "redo") {
+                                " (without payloads=True)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    })?;
+                    want[i] = true;
+                }
+            }
+        }
+        let kept: Vec<usize> = (0..full.fields().len()).filter(|&i| want[i]).collect();
+        let schema = Arc::new(full.project(&kept).expect("positions of the schema"));
+        let mut b = Self::all(log, with_payloads && (want[MAX_COLUMNS - 2] || want[MAX_COLUMNS - 1]));
+        b.schema = schema;
+        b.want = want;
+        Ok(b)
+    }
+
+    fn all(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
         let type_values: ArrayRef =
             Arc::new(StringArray::from_iter_values((0..NUM_TYPES).map(|t| type_name(t as i32).unwrap_or(""))));
         let rcv_values: ArrayRef = Arc::new(StringArray::from_iter_values(RCVINDEX_NAMES.iter()));
@@ -105,6 +167,7 @@ impl RecordsBuilder {
             Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str())));
         RecordsBuilder {
             schema: records_schema(with_payloads),
+            want: [true; MAX_COLUMNS],
             type_values,
             rcv_values,
             file_values,
@@ -136,6 +199,11 @@ impl RecordsBuilder {
         }
     }
 
+    /// The schema of the batches (the columns asked for).
+    pub fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
     pub fn len(&self) -> usize {
         self.lsa.len()
     }
@@ -145,37 +213,73 @@ impl RecordsBuilder {
     }
 
     pub fn append(&mut self, log: &LogSet, r: &Record) -> Result<()> {
+        let w = &self.want;
         self.lsa.append_value(r.lsa.to_key());
-        self.forw.append_option(r.forw_lsa.key_or_none());
-        self.back.append_option(r.back_lsa.key_or_none());
-        self.prev.append_option(r.prev_tranlsa.key_or_none());
-        self.trid.append_value(r.trid);
-        self.rectype.append_value(r.rectype as i8);
-        let rcv = r.rcvindex();
-        self.rcv.append_option(rcv);
-        self.rcv_name.append_option(rcv.filter(|&i| i >= 0 && (i as usize) < RCVINDEX_NAMES.len()).map(|i| i as i16));
-        match r.data_page() {
-            Some((v, p, o)) => {
-                self.volid.append_value(v);
-                self.pageid.append_value(p);
-                self.offset.append_value(o);
-            }
-            None => {
-                self.volid.append_null();
-                self.pageid.append_null();
-                self.offset.append_null();
+        if w[FORW] {
+            self.forw.append_option(r.forw_lsa.key_or_none());
+        }
+        if w[BACK] {
+            self.back.append_option(r.back_lsa.key_or_none());
+        }
+        if w[PREV] {
+            self.prev.append_option(r.prev_tranlsa.key_or_none());
+        }
+        if w[TRID] {
+            self.trid.append_value(r.trid);
+        }
+        if w[TYPE] {
+            self.rectype.append_value(r.rectype as i8);
+        }
+        if w[RCV] || w[RCV_NAME] {
+            let rcv = r.rcvindex();
+            self.rcv.append_option(rcv);
+            self.rcv_name
+                .append_option(rcv.filter(|&i| i >= 0 && (i as usize) < RCVINDEX_NAMES.len()).map(|i| i as i16));
+        }
+        if w[VOLID] || w[PAGEID] || w[OFFSET] {
+            match r.data_page() {
+                Some((v, p, o)) => {
+                    self.volid.append_value(v);
+                    self.pageid.append_value(p);
+                    self.offset.append_value(o);
+                }
+                None => {
+                    self.volid.append_null();
+                    self.pageid.append_null();
+                    self.offset.append_null();
+                }
             }
         }
-        self.undo_len.append_value(log.original_len(&r.undo)?);
-        self.redo_len.append_value(log.original_len(&r.redo)?);
-        self.undo_stored.append_value(r.undo.stored_len);
-        self.redo_stored.append_value(r.redo.stored_len);
-        self.undo_zip.append_value(r.undo.zipped);
-        self.redo_zip.append_value(r.redo.zipped);
-        self.supp.append_option(r.supplement_type().map(|t| t as i8));
-        self.at_time.append_option(r.at_time());
-        self.size.append_value(r.size_in_log(log.page_size).min(u32::MAX as u64) as u32);
-        self.file.append_value(r.vol as i16);
+        if w[UNDO_LEN] {
+            self.undo_len.append_value(log.original_len(&r.undo)?);
+        }
+        if w[REDO_LEN] {
+            self.redo_len.append_value(log.original_len(&r.redo)?);
+        }
+        if w[UNDO_STORED] {
+            self.undo_stored.append_value(r.undo.stored_len);
+        }
+        if w[REDO_STORED] {
+            self.redo_stored.append_value(r.redo.stored_len);
+        }
+        if w[UNDO_ZIP] {
+            self.undo_zip.append_value(r.undo.zipped);
+        }
+        if w[REDO_ZIP] {
+            self.redo_zip.append_value(r.redo.zipped);
+        }
+        if w[SUPP] {
+            self.supp.append_option(r.supplement_type().map(|t| t as i8));
+        }
+        if w[AT_TIME] {
+            self.at_time.append_option(r.at_time());
+        }
+        if w[SIZE] {
+            self.size.append_value(r.size_in_log(log.page_size).min(u32::MAX as u64) as u32);
+        }
+        if w[FILE] {
+            self.file.append_value(r.vol as i16);
+        }
         if let Some((ub, rb, undo, redo)) = &mut self.payloads {
             log.images(r, undo, redo)?;
             ub.append_value(&undo[..]);
@@ -211,6 +315,7 @@ impl RecordsBuilder {
     /// Takes the rows appended so far as one batch.
     pub fn finish(&mut self) -> RecordBatch {
         self.payload_bytes = 0;
+        let n = self.lsa.len();
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(self.lsa.finish()),
             Arc::new(self.forw.finish()),
@@ -238,7 +343,9 @@ impl RecordsBuilder {
             cols.push(Arc::new(ub.finish()));
             cols.push(Arc::new(rb.finish()));
         }
-        RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+        let kept: Vec<ArrayRef> = cols.into_iter().enumerate().filter(|(i, _)| self.want[*i]).map(|(_, c)| c).collect();
+        debug_assert!(kept.iter().all(|c| c.len() == n));
+        RecordBatch::try_new(self.schema.clone(), kept).expect("columns match the schema")
     }
 }
 

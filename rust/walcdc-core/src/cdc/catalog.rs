@@ -20,6 +20,16 @@ use crate::row;
 use crate::schema::{self, Attribute, ClassSchema, Representation};
 use crate::supplemental::Oid;
 
+/// One column of a typed table (a table's current columns, in definition order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableColumn {
+    /// Attribute id: rows of any representation are matched by it.
+    pub id: i32,
+    pub name: String,
+    pub domain: schema::Domain,
+    pub primary_key: bool,
+}
+
 /// A change to a class that a transaction made.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum ClassChange {
@@ -507,6 +517,25 @@ impl Catalog {
         Some(rep.attributes.iter().map(|a| (a.id, a.name.as_str())).collect())
     }
 
+    /// The current representation of `class` (its id) and its columns in definition order,
+    /// for a typed table.
+    pub fn table_columns(&self, class: Oid) -> Option<(i32, Vec<TableColumn>)> {
+        let c = self.classes.get(&class)?;
+        let rep = c.representations.get(&c.current_repid)?;
+        let mut attrs: Vec<&Attribute> = rep.attributes.iter().collect();
+        attrs.sort_by_key(|a| (a.def_order < 0, a.def_order, a.id));
+        let columns = attrs
+            .into_iter()
+            .map(|a| TableColumn {
+                id: a.id,
+                name: a.name.clone(),
+                domain: a.domain.clone(),
+                primary_key: a.primary_key,
+            })
+            .collect();
+        Some((c.current_repid, columns))
+    }
+
     /// Finds the representation a row was written with.
     pub fn representation(&self, class: Oid, repid: i32) -> Option<(&ClassSchema, &Representation)> {
         let c = self.classes.get(&class)?;
@@ -520,15 +549,13 @@ impl Catalog {
         self.decode_keyed(class, img, KeyMode::NameThen, None)
     }
 
-    /// As [`Catalog::decode`], with the JSON keys `keys` asks for; `now` is the catalog at the
-    /// end of the log (for [`KeyMode::NameNow`]; without it, this catalog's names are used).
-    pub fn decode_keyed(
-        &self,
+    /// The image's representation, its values (storage order) and the columns that did not
+    /// decode (`column: reason`).
+    fn decode_row<'a>(
+        &'a self,
         class: Oid,
         img: &Image,
-        keys: KeyMode,
-        now: Option<&Catalog>,
-    ) -> std::result::Result<DecodedRow, String> {
+    ) -> std::result::Result<(&'a Representation, Vec<row::Value>, Vec<String>), String> {
         if img.row.len() < 4 {
             return Err("image shorter than a record header".into());
         }
@@ -549,6 +576,31 @@ impl Catalog {
                 _ => None,
             })
             .collect();
+        Ok((rep, values, problems))
+    }
+
+    /// An image's column values by attribute id (for typed builders, which name the columns
+    /// themselves), and the columns that did not decode (`column: reason`).
+    pub fn decode_values(
+        &self,
+        class: Oid,
+        img: &Image,
+    ) -> std::result::Result<(crate::changes::RowValues, Vec<String>), String> {
+        let (rep, values, problems) = self.decode_row(class, img)?;
+        let ids = rep.attributes.iter().map(|a| a.id);
+        Ok((crate::changes::RowValues(ids.zip(values).collect()), problems))
+    }
+
+    /// As [`Catalog::decode`], with the JSON keys `keys` asks for; `now` is the catalog at the
+    /// end of the log (for [`KeyMode::NameNow`]; without it, this catalog's names are used).
+    pub fn decode_keyed(
+        &self,
+        class: Oid,
+        img: &Image,
+        keys: KeyMode,
+        now: Option<&Catalog>,
+    ) -> std::result::Result<DecodedRow, String> {
+        let (rep, values, problems) = self.decode_row(class, img)?;
         let renamed = match keys {
             KeyMode::Id => None,
             KeyMode::NameThen => self.current_names(class),

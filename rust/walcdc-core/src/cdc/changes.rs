@@ -199,6 +199,12 @@ pub struct ChangeReader {
 }
 
 impl ChangeReader {
+    /// The schemas in force where the stream stands (the events it emits now were decoded
+    /// with them).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
     pub fn new(log: Arc<LogSet>, mut opts: ChangeOptions) -> Result<ChangeReader> {
         let mut skip_commits_upto = None;
         let mut skip_events = 0;
@@ -818,7 +824,7 @@ impl ChangeReader {
     /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
     /// changes), and names its table.
     fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
-        type_event(&self.catalog, staged, e, self.opts.decode, self.opts.keys, self.catalog_now.as_ref())
+        type_event(&self.catalog, staged, e, &self.opts, self.catalog_now.as_ref())
     }
 
     /// Drops the images the mode does not keep (read only for the key).
@@ -885,13 +891,12 @@ pub fn ddl_candidate(
 
 /// Decodes an event's images with `catalog` (plus a transaction's not yet committed class
 /// changes), and names its table; `now` is the catalog at the end of the log, for
-/// `KeyMode::NameNow`.
+/// `KeyMode::NameNow`. With `opts.values`, the images become column values instead of JSON.
 pub fn type_event(
     catalog: &Catalog,
     staged: &[ClassChange],
     e: &Event,
-    decode: bool,
-    keys: KeyMode,
+    opts: &ChangeOptions,
     now: Option<&Catalog>,
 ) -> Typed {
     let mut t = Typed::default();
@@ -913,10 +918,33 @@ pub fn type_event(
         t.root_oid = Some(root);
     }
     t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
-    if !decode {
+    if !opts.decode {
         return t;
     }
     let mut errors = Vec::new();
+    if opts.values {
+        let mut values = |img: &Option<Image>, side: &str| {
+            let i = img.as_ref()?;
+            match cat.decode_values(class, i) {
+                Ok((v, problems)) => {
+                    errors.extend(problems.iter().map(|p| format!("{side}: {p}")));
+                    Some(v)
+                }
+                Err(m) => {
+                    errors.push(m);
+                    None
+                }
+            }
+        };
+        t.before_values = values(&e.before, "before");
+        t.after_values = values(&e.after, "after");
+        if !errors.is_empty() {
+            errors.dedup();
+            t.decode_error = Some(errors.join("; "));
+        }
+        return t;
+    }
+    let keys = opts.keys;
     let mut decode = |img: &Option<Image>| match img {
         Some(i) => match cat.decode_keyed(class, i, keys, now) {
             Ok(d) => Some(d),
@@ -947,7 +975,8 @@ pub fn type_event(
     t
 }
 
-/// Drops the images `mode` does not keep (read only for the key).
+/// Drops the images `mode` does not keep (read only for the key). Column values stay: a typed
+/// builder takes the key from them and leaves out the sides `mode` does not keep.
 pub fn keep_wanted_images(mode: ImageMode, e: &mut Event) {
     let (before, after) = mode.images();
     if before && after {

@@ -9,6 +9,7 @@ use crate::chase::Image;
 use crate::error::{LogError, Result};
 use crate::lsa::Lsa;
 use crate::record::Record;
+use crate::row::Value;
 use crate::supplemental::{DdlSupplement, Oid};
 use crate::walker::OnEncrypted;
 
@@ -136,7 +137,33 @@ pub struct Typed {
     pub key: Option<String>,
     /// Why an image could not be decoded (unknown schema, corrupt row).
     pub decode_error: Option<String>,
+    /// The images' column values by attribute id, in place of their JSON, when the stream
+    /// decodes for a typed table ([`ChangeOptions::values`]).
+    #[serde(skip)]
+    pub before_values: Option<RowValues>,
+    #[serde(skip)]
+    pub after_values: Option<RowValues>,
 }
+
+/// A decoded row: `(attribute id, value)` in the storage order of its representation.
+#[derive(Clone, Debug, Default)]
+pub struct RowValues(pub Vec<(i32, Value)>);
+
+impl RowValues {
+    /// The value of attribute `id` (None when the row's representation has no such attribute).
+    pub fn get(&self, id: i32) -> Option<&Value> {
+        self.0.iter().find(|(a, _)| *a == id).map(|(_, v)| v)
+    }
+}
+
+impl PartialEq for RowValues {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self.0.iter().zip(&other.0).all(|(a, b)| a.0 == b.0 && crate::row::same_value(&a.1, &b.1))
+    }
+}
+
+impl Eq for RowValues {}
 
 impl Event {
     pub(crate) fn at(rec: &Record, op: Op) -> Event {
@@ -304,6 +331,10 @@ pub struct ChangeOptions {
     pub decode: bool,
     /// The keys of typed rows' JSON: names then, names now, or attribute ids.
     pub keys: KeyMode,
+    /// Decode images to column values by attribute id (`Typed::before_values` / `after_values`)
+    /// for a typed table builder, instead of JSON; key and changed columns are then left to
+    /// the builder, which knows the table's columns.
+    pub values: bool,
     /// Which DDL a table filter keeps.
     pub include_ddl: DdlScope,
     /// Replace passwords in DDL statements with `***`.
@@ -365,6 +396,7 @@ impl Default for ChangeOptions {
             on_encrypted: OnEncrypted::Raise,
             decode: true,
             keys: KeyMode::NameThen,
+            values: false,
             include_ddl: DdlScope::Matching,
             redact: true,
             user_schemas: Vec::new(),

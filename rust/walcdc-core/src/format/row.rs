@@ -1117,6 +1117,22 @@ pub fn value_json(v: &Value, domain: &Domain) -> String {
     }
 }
 
+/// Whether two values are the same stored value: floating-point values compare by their bits
+/// (so a NaN equals itself and 0.0 differs from -0.0), everything else by equality.
+pub fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
+        (Value::Monetary { currency: c1, amount: a1 }, Value::Monetary { currency: c2, amount: a2 }) => {
+            c1 == c2 && a1.to_bits() == a2.to_bits()
+        }
+        (Value::Collection { kind: k1, items: i1 }, Value::Collection { kind: k2, items: i2 }) => {
+            k1 == k2 && i1.len() == i2.len() && i1.iter().zip(i2).all(|(x, y)| same_value(x, y))
+        }
+        _ => a == b,
+    }
+}
+
 /// The CDC text form of a scalar value that the API sends as a string (see [`value_json`]);
 /// `None` for NULL, numbers, JSON, collections and undecodable values.
 pub fn value_text(v: &Value) -> Option<String> {
