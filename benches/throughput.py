@@ -5,12 +5,15 @@
 
 Measures, on one log set (warm page cache, one core, best of N runs):
   read      reading every volume file of the set start to end (1 MiB reads): the floor
+  lsa_type  LogSet.records(columns=["lsa", "type"]): the walk building two columns
   walk      LogSet.records(): every record walked, checked and built into Arrow batches
   payloads  LogSet.records(payloads=True): also every payload gathered, unzipped, DIFF rebuilt
   changes   read_changes(decode=False): committed change events with full before/after images
             (chase, per-transaction buffers, partial-rollback filtering, Arrow batches)
   typed     read_changes(): the same, every image decoded to typed values (JSON) as well
   engine    read_changes(committed_only=False, decode=False): CUBRID's own CDC stream
+  table     read_changes(tables=[T], decode=False) for the table T with the most events
+  table_typed  read_table_changes(T): the same events, before/after typed Arrow structs
 and reports MB/s (volume bytes / time), records/s or events/s, and the time ratio to `read`.
 """
 
@@ -65,6 +68,34 @@ def walk(path: Path, payloads: bool) -> int:
     return sum(b.num_rows for b in log.records(payloads=payloads, on_encrypted="skip"))
 
 
+def lsa_type(path: Path) -> int:
+    import walcdc
+
+    log = walcdc.open_log(path)
+    return sum(b.num_rows for b in log.records(columns=["lsa", "type"], on_encrypted="skip"))
+
+
+def busiest_table(path: Path) -> int:
+    """The class OID of the table with the most row changes."""
+    import pyarrow.compute as pc
+
+    import walcdc
+
+    t = walcdc.read_changes(path, decode=False, mode="id", on_encrypted="skip").read_all()
+    counts = pc.value_counts(t.column("class_oid").drop_null())
+    return max(counts.to_pylist(), key=lambda x: x["counts"])["values"]
+
+
+def table_changes(path: Path, table: int, typed: bool) -> int:
+    import walcdc
+
+    if typed:
+        stream = walcdc.read_table_changes(path, table, on_encrypted="skip")
+    else:
+        stream = walcdc.read_changes(path, tables=[table], decode=False, on_encrypted="skip")
+    return sum(b.num_rows for b in stream)
+
+
 def changes(path: Path, committed_only: bool, decode: bool) -> int:
     import walcdc
 
@@ -98,21 +129,28 @@ def main(argv=None) -> int:
     mb = nbytes / 1e6
 
     read = best_of(lambda: read_bytes(files), args.repeat)
+    two = best_of(lambda: lsa_type(path), args.repeat)
     walked = best_of(lambda: walk(path, False), args.repeat)
     full = best_of(lambda: walk(path, True), args.repeat)
     committed = best_of(lambda: changes(path, True, False), args.repeat)
     typed = best_of(lambda: changes(path, True, True), args.repeat)
     engine = best_of(lambda: changes(path, False, False), args.repeat)
+    busiest = busiest_table(path)
+    table = best_of(lambda: table_changes(path, busiest, False), args.repeat)
+    table_typed = best_of(lambda: table_changes(path, busiest, True), args.repeat)
     records = walked["result"]
 
     rows = []
     cases = (
         ("read", read),
+        ("lsa_type", two),
         ("walk", walked),
         ("payloads", full),
         ("changes", committed),
         ("typed", typed),
         ("engine", engine),
+        ("table", table),
+        ("table_typed", table_typed),
     )
     for name, r in cases:
         rows.append(
@@ -128,15 +166,15 @@ def main(argv=None) -> int:
     print(f"log set: {path}  ({len(files)} volumes, {mb:.1f} MB, {records:,} records)")
     cores = os.cpu_count()
     print(f"machine: {platform.machine()}, {cores} cores; one core used; best of {args.repeat}")
-    print(f"{'case':<10} {'seconds':>9} {'MB/s':>9} {'items':>10} {'items/s':>12} {'x read':>8}")
+    print(f"{'case':<12} {'seconds':>9} {'MB/s':>9} {'items':>10} {'items/s':>12} {'x read':>8}")
     for r in rows:
         rps = f"{r['items_per_s']:,}" if r["items_per_s"] else "-"
         items = f"{r['items']:,}" if r["items"] is not None else "-"
         print(
-            f"{r['case']:<10} {r['seconds']:>9.4f} {r['MB_per_s']:>9.1f} {items:>10} {rps:>12} "
+            f"{r['case']:<12} {r['seconds']:>9.4f} {r['MB_per_s']:>9.1f} {items:>10} {rps:>12} "
             f"{r['x_read_time']:>8.2f}"
         )
-    print("items: records for walk/payloads, change events for changes/engine")
+    print("items: records for lsa_type/walk/payloads, change events for the others")
     if args.json:
         out = {"path": str(path), "bytes": nbytes, "records": records, "results": rows}
         Path(args.json).write_text(json.dumps(out, indent=2))

@@ -19,6 +19,7 @@ from walcdc.options import (
     KEYS,
     OPS,
     TableIndex,
+    _class_oid,
     choice,
     parse_ops,
     position,
@@ -428,13 +429,19 @@ def _native_options(
     if cursor is not None and start is not None:
         raise argument_error("start", "give {} or cursor=, not both")
     ops_list = parse_ops(ops)
-    table_oids = exclude_oids = None
-    if tables is not None or exclude_tables is not None:
-        index = TableIndex.of(log, user_schemas or ())
-        if tables is not None:
-            table_oids = index.resolve(tables, "tables")
-        if exclude_tables is not None:
-            exclude_oids = index.resolve(exclude_tables, "exclude_tables")
+    indexes: List[TableIndex] = []
+
+    def resolve(value, argument: str) -> List[int]:
+        # Class OIDs need no schemas; names need the tables the log defines (a walk).
+        direct = [_class_oid(item) for item in split_list(value) or []]
+        if all(o is not None for o in direct):
+            return direct
+        if not indexes:
+            indexes.append(TableIndex.of(log, user_schemas or ()))
+        return indexes[0].resolve(value, argument)
+
+    table_oids = resolve(tables, "tables") if tables is not None else None
+    exclude_oids = resolve(exclude_tables, "exclude_tables") if exclude_tables is not None else None
     user_list = split_list(users)
     return dict(
         start=position(log, start, "start"),
