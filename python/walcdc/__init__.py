@@ -10,7 +10,7 @@ True
 
 from walcdc import lsa, oid, samples
 from walcdc._native import ReaderState, __version__
-from walcdc.changes import ChangeStream, Cursor, read_changes
+from walcdc.changes import ChangeStream, Cursor, TableChangeStream, read_changes
 from walcdc.errors import (
     BadHeaderError,
     ChecksumError,
@@ -42,6 +42,7 @@ __all__ = [
     "read_table_changes",
     "read_changes_by_table",
     "ChangeStream",
+    "TableChangeStream",
     "Cursor",
     "ReaderState",
     "LogSet",

@@ -26,7 +26,7 @@ from walcdc.options import (
     split_list,
 )
 
-__all__ = ["read_changes", "ChangeStream", "Cursor", "OPS", "ENVELOPES"]
+__all__ = ["read_changes", "ChangeStream", "TableChangeStream", "Cursor", "OPS", "ENVELOPES"]
 
 #: Output shapes besides the plain event rows.
 ENVELOPES = ("debezium",)
@@ -242,6 +242,35 @@ class ChangeStream:
         return self._native.state()
 
 
+class TableChangeStream(ChangeStream):
+    """Every table's typed changes, batch by batch (:func:`walcdc.read_changes_by_table`).
+    Iterating it gives ``(class_oid, table, repid, batch)``: each batch holds one table's
+    changes decoded with its representation ``repid`` (``before`` / ``after`` typed with that
+    representation's columns); the table's next representation (after an ALTER) or name
+    (after a RENAME) starts new batches. ``class_oid`` None: DDL that belongs to no table.
+    :attr:`cursor`, :attr:`pending` and the rest are those of :class:`ChangeStream`."""
+
+    def __init__(self, native, info: Optional[Dict[str, Any]] = None):
+        self._native = native
+        self.info = dict(info or {})
+        self._transform = None
+        self.schema = None  # one per table and representation
+        self.reader = None
+
+    def __iter__(self):
+        for class_oid, table, repid, batch in iter(self._native.next_table, None):
+            yield class_oid, table, repid, pa.record_batch(batch)
+        _warn_at_end(self._native)
+
+    def _no_reader(self, *args, **kwargs):
+        raise TypeError("a stream by table has one schema per table: iterate it instead")
+
+    read_next_batch = read_all = read_pandas = __arrow_c_stream__ = _no_reader
+
+    def close(self) -> None:
+        pass
+
+
 def read_changes(
     source: Union[LogSet, str, os.PathLike[str], Sequence[Any]],
     *,
@@ -366,8 +395,8 @@ def _open_stream(
     by_table: bool = False,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
-    table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: every
-    table's typed changes, batch by batch from ``stream._native.next_table()``."""
+    table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
+    :class:`TableChangeStream` of every table's typed changes."""
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     native_options = log._native.change_options(**_native_options(log, **options))
@@ -381,6 +410,8 @@ def _open_stream(
         "database": header.get("prefix") or _database_name(header),
         "envelope": envelope,
     }
+    if by_table:
+        return TableChangeStream(native, info)
     transform = None
     if envelope == "debezium":
         from walcdc.envelope import Debezium

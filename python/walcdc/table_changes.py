@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pyarrow as pa
 
-from walcdc.changes import OPTION_DEFAULTS, ChangeStream, _open_stream
+from walcdc.changes import OPTION_DEFAULTS, ChangeStream, TableChangeStream, _open_stream
 from walcdc.errors import argument_error
 from walcdc.logset import LogSet, open_log
 from walcdc.options import TableIndex
@@ -70,18 +70,24 @@ def read_table_changes(
     return _open_stream(log, options, batch_size=batch_size, state=state, columns=columns)
 
 
-def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> ChangeStream:
+def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> TableChangeStream:
     """The committed changes of every table, typed, for writers that keep one dataset per table
-    (:func:`walcdc.sinks.write_tables`, ``walcdc extract --by-table``): a
-    :class:`~walcdc.ChangeStream` whose batches come from ``stream._native.next_table()`` as
-    ``(class_oid, table, repid, batch)``. Each batch holds one table's changes decoded with one
-    representation (``repid``), ``before`` / ``after`` typed with its columns; a table's next
-    representation (after an ALTER) starts new batches. ``class_oid`` None: DDL of no table.
-    Arguments are those of :func:`walcdc.read_changes` (the committed stream only)."""
+    (:func:`walcdc.sinks.tables.write_tables`, ``walcdc extract --by-table``): a
+    :class:`~walcdc.changes.TableChangeStream` of ``(class_oid, table, repid, batch)``. Each
+    batch holds one table's changes decoded with one representation (``repid``), ``before`` /
+    ``after`` typed with its columns; a table's next representation (after an ALTER) starts new
+    batches. Arguments are those of :func:`walcdc.read_changes` (the committed stream only).
+
+    >>> import walcdc
+    >>> s = walcdc.read_changes_by_table(walcdc.samples.sample_path(), tables="t_chg")
+    >>> sorted({(table, repid) for _, table, repid, _ in s if table})[:1]
+    [('dba.t_chg', 1)]
+    """
     log = source if isinstance(source, LogSet) else open_log(source)
     for arg in ("committed_only", "keys", "envelope"):
         if arg in kwargs and (arg != "committed_only" or not kwargs[arg]):
-            raise argument_error(arg, "typed output by table: {} does not apply")
+            why = "typed output by table reads the committed stream: {} does not apply"
+            raise argument_error(arg, why)
     unknown = set(kwargs) - set(OPTION_DEFAULTS)
     if unknown:
         raise TypeError(f"read_changes_by_table() got unexpected arguments {sorted(unknown)}")

@@ -97,8 +97,7 @@ def write_tables(
     closed = []
     published = False
     try:
-        for class_oid, table, repid, raw in iter(stream._native.next_table, None):
-            batch = pa.record_batch(raw)
+        for class_oid, table, repid, batch in stream:
             part = open_parts.get(class_oid)
             if part is not None and (part.repid, part.table) != (repid, table):
                 part.writer.close()

@@ -214,6 +214,17 @@ impl ChangesBuilder {
     }
 
     pub fn finish(&mut self) -> RecordBatch {
+        // The next batch is likely the size of this one: start its largest buffers at that
+        // size rather than growing them by doubling (each growth a copy).
+        let rows = self.lsa.len();
+        let grown = |b: &BinaryBuilder| BinaryBuilder::with_capacity(rows, b.values_slice().len());
+        let (before, after) = (grown(&self.before), grown(&self.after));
+        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, b.values_slice().len());
+        let (before_json, after_json) = (text(&self.before_json), text(&self.after_json));
+        let (mut before, mut after) =
+            (std::mem::replace(&mut self.before, before), std::mem::replace(&mut self.after, after));
+        let mut before_json = std::mem::replace(&mut self.before_json, before_json);
+        let mut after_json = std::mem::replace(&mut self.after_json, after_json);
         let op = DictionaryArray::<Int8Type>::try_new(self.op.finish(), self.ops.clone()).expect("op keys in range");
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.lsa.finish()),
@@ -227,8 +238,8 @@ impl ChangesBuilder {
             Arc::new(self.class_oid.finish()),
             Arc::new(self.row_oid.finish()),
             Arc::new(self.table.finish()),
-            Arc::new(self.before.finish()),
-            Arc::new(self.after.finish()),
+            Arc::new(before.finish()),
+            Arc::new(after.finish()),
             Arc::new(self.ddl_type.finish()),
             Arc::new(self.object_type.finish()),
             Arc::new(self.object_oid.finish()),
@@ -236,8 +247,8 @@ impl ChangesBuilder {
             Arc::new(self.time.finish()),
             Arc::new(self.error.finish()),
             Arc::new(self.partition_oid.finish()),
-            Arc::new(self.before_json.finish()),
-            Arc::new(self.after_json.finish()),
+            Arc::new(before_json.finish()),
+            Arc::new(after_json.finish()),
             Arc::new(self.key.finish()),
             Arc::new(self.changed.finish()),
             Arc::new(self.decode_error.finish()),

@@ -29,6 +29,9 @@ use crate::walker::{OnEncrypted, Walker};
 /// before it except by random access (chases), however long the log before it is. The events
 /// it holds were filtered and imaged with the options of the reader that made it: give the
 /// new reader the same options.
+/// Open transactions by trid (trids are small integers: a fast hash, not a DoS-proof one).
+type TxnMap = HashMap<i32, Txn, rustc_hash::FxBuildHasher>;
+
 #[derive(serde::Serialize, serde::Deserialize)]
 pub struct ReaderState {
     position: Lsa,
@@ -37,7 +40,7 @@ pub struct ReaderState {
     catalog: Catalog,
     classes: ClassTracker,
     staging: Staging,
-    txns: HashMap<i32, Txn>,
+    txns: TxnMap,
     last_commit: Option<Lsa>,
     skip_commits_upto: Option<Lsa>,
     skip_before: Option<Lsa>,
@@ -172,7 +175,7 @@ pub struct ChangeReader {
     reads_at_start: u64,
     walker: Walker,
     opts: ChangeOptions,
-    txns: HashMap<i32, Txn>,
+    txns: TxnMap,
     ready: VecDeque<Event>,
     emitting: Option<Emitting>,
     skip_commits_upto: Option<Lsa>,
@@ -231,7 +234,7 @@ impl ChangeReader {
             catalog,
             classes,
             staging,
-            txns: HashMap::new(),
+            txns: TxnMap::default(),
             last_commit: None,
             skip_commits_upto,
             skip_before,
@@ -341,7 +344,7 @@ impl ChangeReader {
         }
         let position =
             self.walker.resume_point().or(self.opts.start).unwrap_or_else(|| Lsa::new(self.log.first_pageid, 0));
-        let mut txns = HashMap::with_capacity(self.txns.len());
+        let mut txns = TxnMap::with_capacity_and_hasher(self.txns.len(), Default::default());
         for (&trid, t) in &self.txns {
             let Some(copy) = t.snapshot() else {
                 return Err(LogError::InvalidArgument {
@@ -676,7 +679,7 @@ impl ChangeReader {
             if let Some(m) = em.marker.as_mut() {
                 m.txn_seq = em.seq;
             }
-            e.typed = Some(self.type_event(&[], &e));
+            e.typed = Some(Box::new(self.type_event(&[], &e)));
             self.keep_wanted_images(&mut e);
             return Ok(Some(e));
         }
@@ -777,7 +780,7 @@ impl ChangeReader {
         if !self.opts.committed_only {
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.staging.of(e.trid);
-            e.typed = Some(self.type_event(staged, &e));
+            e.typed = Some(Box::new(self.type_event(staged, &e)));
             self.keep_wanted_images(&mut e);
             self.ready.push_back(e);
             return Ok(());

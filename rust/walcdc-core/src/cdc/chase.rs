@@ -34,6 +34,16 @@ impl Image {
         }
         Ok(Image { rec_type: le::i16_at(payload, 0), row: payload[2..].to_vec() })
     }
+
+    /// As [`Image::from_recdes`], keeping the payload's buffer (no second copy of the row).
+    fn from_recdes_vec(mut payload: Vec<u8>, at: Lsa, log: &LogSet) -> Result<Image> {
+        if payload.len() < 2 {
+            return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
+        }
+        let rec_type = le::i16_at(&payload, 0);
+        payload.drain(..2);
+        Ok(Image { rec_type, row: payload })
+    }
 }
 
 /// The operation a DML supplemental record closes: its records lie between the transaction's
@@ -109,15 +119,19 @@ fn wrong_kind(log: &LogSet, rec: &Record, side: Side, from: Lsa) -> LogError {
 
 /// The undo (before) or redo (after) part of a record, unzipped, DIFF rebuilt.
 fn part(log: &LogSet, rec: &Record, side: Side) -> Result<Vec<u8>> {
-    let (mut undo, mut redo) = (Vec::new(), Vec::new());
+    let (mut undo, mut redo, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
     match side {
         Side::Before => {
-            let mut scratch = Vec::new();
             log.payload_into(&rec.undo, &mut scratch, &mut undo)?;
             Ok(undo)
         }
-        Side::After => {
+        // Only a zipped DIFF redo needs the undo image (it is XORed over it).
+        Side::After if is_diff(rec.rectype) && rec.redo.zipped => {
             log.images(rec, &mut undo, &mut redo)?;
+            Ok(redo)
+        }
+        Side::After => {
+            log.payload_into(&rec.redo, &mut scratch, &mut redo)?;
             Ok(redo)
         }
     }
@@ -173,13 +187,13 @@ fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
     match side {
         Side::Before => match (t, rcv) {
             (LOG_SUPPLEMENTAL_INFO, _) if rec.supplement_type() == Some(supplemental::UNDO_RECORD) => {
-                Image::from_recdes(&part(log, &rec, Side::Before)?, at, log)
+                Image::from_recdes_vec(part(log, &rec, Side::Before)?, at, log)
             }
             (_, Some(RVHF_MVCC_DELETE_MODIFY_HOME | RVHF_UPDATE_NOTIFY_VACUUM)) if mvcc_undoredo => {
-                Image::from_recdes(&part(log, &rec, side)?, at, log)
+                Image::from_recdes_vec(part(log, &rec, side)?, at, log)
             }
-            (_, Some(RVHF_DELETE | RVHF_UPDATE)) if undoredo => Image::from_recdes(&part(log, &rec, side)?, at, log),
-            (LOG_UNDO_DATA, Some(RVHF_MVCC_UPDATE_OVERFLOW)) => Image::from_recdes(&part(log, &rec, side)?, at, log),
+            (_, Some(RVHF_DELETE | RVHF_UPDATE)) if undoredo => Image::from_recdes_vec(part(log, &rec, side)?, at, log),
+            (LOG_UNDO_DATA, Some(RVHF_MVCC_UPDATE_OVERFLOW)) => Image::from_recdes_vec(part(log, &rec, side)?, at, log),
             (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(op, &rec, side),
             (LOG_UNDO_DATA | LOG_REDO_DATA, Some(RVOVF_PAGE_UPDATE)) => overflow_row(op, &rec, side),
             _ => Err(wrong_kind(log, &rec, side, from)),
@@ -187,10 +201,10 @@ fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
         Side::After => match (t, rcv) {
             (_, Some(RVHF_MVCC_INSERT)) if mvcc_undoredo => rebuild_mvcc_insert(log, &rec, &part(log, &rec, side)?),
             (_, Some(RVHF_UPDATE_NOTIFY_VACUUM)) if mvcc_undoredo => {
-                Image::from_recdes(&part(log, &rec, side)?, at, log)
+                Image::from_recdes_vec(part(log, &rec, side)?, at, log)
             }
             (_, Some(RVHF_INSERT | RVHF_INSERT_NEWHOME | RVHF_UPDATE)) if undoredo => {
-                Image::from_recdes(&part(log, &rec, side)?, at, log)
+                Image::from_recdes_vec(part(log, &rec, side)?, at, log)
             }
             (_, Some(RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK)) if undoredo => overflow_row(op, &rec, side),
             (LOG_REDO_DATA, Some(RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE)) => overflow_row(op, &rec, side),
@@ -306,7 +320,7 @@ fn follow_forwarding(op: &Operation, home: Lsa) -> Result<Option<Image>> {
         }
         match h.rcvindex() {
             Some(RVHF_INSERT_NEWHOME) => {
-                return Ok(Some(Image::from_recdes(&part(log, &h, Side::After)?, h.lsa, log)?))
+                return Ok(Some(Image::from_recdes_vec(part(log, &h, Side::After)?, h.lsa, log)?))
             }
             Some(RVOVF_NEWPAGE_INSERT) if h.rectype == LOG_REDO_DATA => {
                 return overflow_row(op, &h, Side::After).map(Some)

@@ -117,7 +117,7 @@ pub struct Event {
     /// Position inside its transaction (0, 1, ...), among the events emitted for it.
     pub txn_seq: u32,
     /// Typed values, filled when the event is emitted (schemas as of that point of the log).
-    pub typed: Option<Typed>,
+    pub typed: Option<Box<Typed>>,
 }
 
 /// What the schema catalog made of an event's images.

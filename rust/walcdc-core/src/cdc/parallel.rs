@@ -422,7 +422,7 @@ pub fn finish_events(events: &mut [Event], ends: &[Option<Lsa>], versions: Arc<C
             let end = ends.get(i).copied().flatten();
             (catalog.at(e.lsa, false), versions.staged(e.trid, end, e.lsa))
         };
-        e.typed = Some(changes::type_event(cat, &staged, e, opts, now.as_ref()));
+        e.typed = Some(Box::new(changes::type_event(cat, &staged, e, opts, now.as_ref())));
         changes::keep_wanted_images(opts.mode, e);
     }
 }
