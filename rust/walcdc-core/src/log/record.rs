@@ -321,21 +321,23 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     }
 
     let record_vol = page.vol as u16;
-    let mut place = |len: u32, zipped: bool, pos: &mut Pos| -> std::result::Result<Payload, ParseProblem> {
-        if len == 0 {
-            return Ok(Payload { start: pos.lsa(), record: lsa, record_vol, stored_len: 0, zipped });
-        }
+    // Where each payload starts, and the last page a payload byte lies on: the pages past those
+    // already checked are fetched (and so checked) once both are placed.
+    let mut reach = checked;
+    let mut place = |len: u32, zipped: bool, pos: &mut Pos| -> Payload {
         let start = *pos;
-        let end = layout::data_end(start, len as u64, area);
-        for p in checked + 1..=end.pageid {
-            fetch_for(src, p, false)?;
+        if len > 0 {
+            let end = layout::data_end(start, len as u64, area);
+            reach = reach.max(end.pageid);
+            *pos = layout::align(end, area);
         }
-        checked = checked.max(end.pageid);
-        *pos = layout::align(end, area);
-        Ok(Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped })
+        Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped }
     };
-    let undo = place(u_len, u_zip, &mut pos)?;
-    let redo = place(r_len, r_zip, &mut pos)?;
+    let undo = place(u_len, u_zip, &mut pos);
+    let redo = place(r_len, r_zip, &mut pos);
+    for p in checked + 1..=reach {
+        fetch_for(src, p, false)?;
+    }
     let next = layout::advance_if_not_fit(layout::align(pos, area), RECORD_HEADER_SIZE, area);
     let end = next.lsa();
     if end != forw_lsa {
