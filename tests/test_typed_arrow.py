@@ -11,6 +11,7 @@ import json
 import math
 import struct
 
+import pyarrow as pa
 import pytest
 
 import walcdc
@@ -164,3 +165,49 @@ def test_every_table_equals_the_json_stream(name):
     dml = [e for e in plain if e["op"] in ("insert", "update", "delete")]
     assert len(dml) > 0 or name == "tde"  # tde: the pages with its rows are encrypted
     assert seen >= len(dml)
+
+
+def test_numeric_at_precision_38(tmp_path):
+    """NUMERIC(38, s) at its extremes comes out as decimal128(38, s), digit for digit."""
+    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
+
+    klass = cdc_oid(0, 300, 1)
+    cols = [
+        {"name": "id", "type": "INTEGER"},
+        {"name": "n0", "type": "NUMERIC", "precision": 38, "scale": 0},
+        {"name": "n10", "type": "NUMERIC", "precision": 38, "scale": 10},
+        {"name": "n38", "type": "NUMERIC", "precision": 38, "scale": 38},
+    ]
+    nines = "9" * 38
+    rows = [
+        {
+            "id": "1",
+            "n0": f'"{nines}"',
+            "n10": f'"{nines[:28]}.{nines[:10]}"',
+            "n38": f'"0.{nines}"',
+        },
+        {"id": "2", "n0": f'"-{nines}"', "n10": '"-0.0000000001"', "n38": '"-0.' + "0" * 37 + '1"'},
+        {"id": "3", "n0": '"0"', "n10": '"0.0000000000"', "n38": "null"},
+    ]
+    w = LogWriter()
+    wl = Workload(w)
+    table = Table.create("dba.t_num", klass, cols)
+    t = wl.begin(1)
+    t.create_table(table)
+    for slot, row in enumerate(rows, 1):
+        t.insert_row(klass, table.representation(), row, 500, slot)
+    t.commit()
+    w.finish(str(tmp_path))
+    got = walcdc.read_table_changes(str(tmp_path), "t_num").read_all()
+    after = got.schema.field("after").type
+    assert [after.field(i).type for i in range(1, 4)] == [
+        pa.decimal128(38, 0),
+        pa.decimal128(38, 10),
+        pa.decimal128(38, 38),
+    ]
+    values = [r["after"] for r in got.to_pylist() if r["op"] == "insert"]
+    for row, v in zip(rows, values):
+        for name in ("n0", "n10", "n38"):
+            want = json.loads(row[name])
+            assert (v[name] is None and want is None) or v[name] == decimal.Decimal(want), name
+    assert len(values) == 3
