@@ -151,3 +151,38 @@ def test_files_and_maps_are_released(tmp_path):
     del stream
     gc.collect()
     assert _maps(tmp_path) == 0
+
+
+def test_the_log_writer_streams_large_logs_in_constant_memory(tmp_path):
+    """A streaming writer holds about a ring and an archive, however long the log it writes;
+    its files read back exactly as those of the writer that keeps everything in memory."""
+
+    def workload(w):
+        wl = Workload(w)
+        body = bytes(range(256)) * 3
+        for i in range(600):
+            t = wl.begin(1 + i % 7)
+            for j in range(5):
+                t.insert(TABLE, body[j:], page=1000 + i, slot=j + 1)
+            t.commit(1_700_000_000 + i)
+            held.append(w.buffered_bytes())
+
+    held: list = []
+    ring, archive = 8, 4
+    streamed = LogWriter(active_pages=ring, archive_pages=archive, stream_to=tmp_path / "s")
+    workload(streamed)
+    streamed.finish(tmp_path / "s")
+    assert max(held) <= (ring + archive + 2) * 4096
+    held.clear()
+    whole = LogWriter(active_pages=ring, archive_pages=archive)
+    workload(whole)
+    whole.finish(tmp_path / "m")
+    assert max(held) > 50 * max(held[:10])  # the in-memory writer grows with the log
+    names = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert len(names) > 50 and names == sorted(p.name for p in (tmp_path / "s").iterdir())
+    for name in names:
+        assert (tmp_path / "s" / name).read_bytes() == (tmp_path / "m" / name).read_bytes(), name
+    with pytest.raises(OSError, match="where it wrote its archives"):
+        w = LogWriter(active_pages=ring, archive_pages=archive, stream_to=tmp_path / "x")
+        workload(w)
+        w.finish(tmp_path / "elsewhere")

@@ -45,6 +45,10 @@ class LogWriter:
 
     ``active_pages`` is the ring size; pages that no longer fit the ring go to archives of
     ``archive_pages`` pages each (at most ``active_pages``).
+
+    ``stream_to``: write each archive into that directory as soon as it is certain (then
+    ``finish`` must be given the same directory); the writer then holds about a ring and an
+    archive in memory, however large the log grows, and keeps no list of record LSAs.
     """
 
     def __init__(
@@ -55,10 +59,18 @@ class LogWriter:
         db_creation: int = 1_700_000_000,
         prefix: str = "walcdc",
         release: str = "11.4.0",
+        stream_to: Union[str, os.PathLike[str], None] = None,
     ):
+        if stream_to is not None:
+            stream_to = os.fspath(stream_to)
+            os.makedirs(stream_to, exist_ok=True)
         self._w = _native.LogWriter(
-            page_size, active_pages, archive_pages, db_creation, prefix, release
+            page_size, active_pages, archive_pages, db_creation, prefix, release, stream_to
         )
+
+    def buffered_bytes(self) -> int:
+        """Bytes of log pages held in memory."""
+        return self._w.buffered_bytes()
 
     def append(
         self,

@@ -26,7 +26,7 @@ impl PyLogWriter {
 #[pymethods]
 impl PyLogWriter {
     #[new]
-    #[pyo3(signature = (page_size=4096, active_pages=64, archive_pages=16, db_creation=1_700_000_000, prefix="walcdc", release="11.4.0"))]
+    #[pyo3(signature = (page_size=4096, active_pages=64, archive_pages=16, db_creation=1_700_000_000, prefix="walcdc", release="11.4.0", stream_to=None))]
     fn new(
         page_size: usize,
         active_pages: i32,
@@ -34,6 +34,7 @@ impl PyLogWriter {
         db_creation: i64,
         prefix: &str,
         release: &str,
+        stream_to: Option<PathBuf>,
     ) -> PyResult<Self> {
         let cfg = WriterConfig {
             page_size,
@@ -43,8 +44,17 @@ impl PyLogWriter {
             prefix: prefix.to_string(),
             release: release.to_string(),
         };
-        let w = LogWriter::new(cfg).map_err(PyValueError::new_err)?;
+        let w = match stream_to {
+            Some(dir) => LogWriter::streaming(cfg, &dir),
+            None => LogWriter::new(cfg),
+        }
+        .map_err(PyValueError::new_err)?;
         Ok(PyLogWriter { inner: Some(w) })
+    }
+
+    /// Bytes of log pages the writer holds in memory.
+    fn buffered_bytes(&self) -> usize {
+        self.inner.as_ref().map_or(0, |w| w.buffered_bytes())
     }
 
     /// Appends one record; returns its LSA (order-preserving u64).

@@ -5,8 +5,13 @@
 //! ([`crate::record::layout`]), so writer and reader cannot drift apart silently: the tests
 //! below walk every written log with the reader and compare record by record.
 //!
-//! All pages are kept in memory until [`LogWriter::finish`], which decides what is archived and
-//! which pages stay in the active ring, sets the checksums and writes the files.
+//! [`LogWriter::new`] keeps every page in memory until [`LogWriter::finish`], which decides
+//! what is archived and which pages stay in the active ring, sets the checksums and writes the
+//! files. [`LogWriter::streaming`] writes each archive as soon as it is certain to be one (the
+//! append position is a ring's length past it) and drops the pages no later ring can hold, so
+//! it holds about a ring and an archive in memory however large the log grows; the files are
+//! the same either way (an archive's header names the next trid of when it became certain,
+//! as the engine's name the one of when they were written).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -100,8 +105,15 @@ pub struct WrittenLog {
 pub struct LogWriter {
     cfg: WriterConfig,
     area: usize,
-    /// Logical pages 0.. back to back, `page_size` bytes each.
+    /// Logical pages `base`.. back to back, `page_size` bytes each.
     buf: Vec<u8>,
+    /// The first logical page in `buf` (pages before it were written out and dropped).
+    base: i64,
+    /// Where a streaming writer writes its archives, and those written so far.
+    stream: Option<(PathBuf, Vec<PathBuf>)>,
+    /// The next trid when each archive became certain (what its header records, as in the
+    /// engine, whose archives are written then).
+    archive_trids: Vec<i32>,
     /// Append position: where the next record header goes.
     pos: Pos,
     last_lsa: Lsa,
@@ -283,6 +295,9 @@ impl LogWriter {
             cfg,
             area,
             buf: Vec::new(),
+            base: 0,
+            stream: None,
+            archive_trids: Vec::new(),
             pos: Pos { pageid: 0, off: 0 },
             last_lsa: Lsa::NULL,
             tran_last: HashMap::new(),
@@ -290,6 +305,20 @@ impl LogWriter {
             max_trid: 0,
             max_mvccid: 0,
         })
+    }
+
+    /// A writer that writes archives into `dir` as it goes (see the module docs); its memory
+    /// does not grow with the log, and it keeps no list of record LSAs.
+    pub fn streaming(cfg: WriterConfig, dir: &Path) -> Result<LogWriter, String> {
+        let mut w = LogWriter::new(cfg)?;
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        w.stream = Some((dir.to_path_buf(), Vec::new()));
+        Ok(w)
+    }
+
+    /// Bytes of pages held in memory.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buf.len()
     }
 
     pub fn config(&self) -> &WriterConfig {
@@ -309,8 +338,8 @@ impl LogWriter {
     /// Makes logical pages up to `pageid` exist: 0xFF-filled, with page header {pageid, -1, 0}.
     fn ensure_page(&mut self, pageid: i64) {
         let ps = self.cfg.page_size;
-        while (self.buf.len() / ps) as i64 <= pageid {
-            let id = (self.buf.len() / ps) as i64;
+        while self.base + (self.buf.len() / ps) as i64 <= pageid {
+            let id = self.base + (self.buf.len() / ps) as i64;
             let start = self.buf.len();
             self.buf.resize(start + ps, FILL);
             let p = &mut self.buf[start..];
@@ -322,14 +351,14 @@ impl LogWriter {
 
     /// Area bytes of page `pageid` from `off` (page must exist).
     fn area_mut(&mut self, pageid: i64, off: usize, len: usize) -> &mut [u8] {
-        let s = pageid as usize * self.cfg.page_size + PAGE_HEADER_SIZE + off;
+        let s = (pageid - self.base) as usize * self.cfg.page_size + PAGE_HEADER_SIZE + off;
         &mut self.buf[s..s + len]
     }
 
     /// Writes a record header at `at`; the first one in a page also sets the page's `offset`.
     fn put_record_header(&mut self, at: Pos, prev: Lsa, back: Lsa, forw: Lsa, trid: i32, t: i32) {
         self.ensure_page(at.pageid);
-        let page = at.pageid as usize * self.cfg.page_size;
+        let page = (at.pageid - self.base) as usize * self.cfg.page_size;
         if i16::from_le_bytes([self.buf[page + 8], self.buf[page + 9]]) == -1 {
             put(&mut self.buf[page..], 8, &(at.off as i16).to_le_bytes());
         }
@@ -449,7 +478,9 @@ impl LogWriter {
         self.put_record_header(at, prev, self.last_lsa, next.lsa(), trid, rectype);
         self.last_lsa = lsa;
         self.pos = next;
-        self.records.push(lsa);
+        if self.stream.is_none() {
+            self.records.push(lsa);
+        }
         self.max_trid = self.max_trid.max(trid);
         let carries_mvccid = matches!(
             rectype,
@@ -459,7 +490,58 @@ impl LogWriter {
         if carries_mvccid {
             self.max_mvccid = self.max_mvccid.max(fields.mvccid);
         }
+        self.write_certain_archives().map_err(|e| format!("writing an archive: {e}"))?;
         Ok(lsa)
+    }
+
+    /// Notes the archives whatever follows will make archives (those a ring's length behind
+    /// the append position); streaming, writes them and drops the pages no final ring holds.
+    fn write_certain_archives(&mut self) -> io::Result<()> {
+        let (n, k) = (self.cfg.active_pages as i64, self.cfg.archive_pages);
+        let last = self.pos.pageid;
+        // Archive i is certain once the ring cannot hold everything from its first page on.
+        while last + 1 - n > self.archive_trids.len() as i64 * k {
+            self.archive_trids.push(self.max_trid.saturating_add(1).max(1));
+        }
+        let Some((dir, written)) = &self.stream else { return Ok(()) };
+        let (dir, ps) = (dir.clone(), self.cfg.page_size);
+        let mut i = written.len() as i64;
+        while i < self.archive_trids.len() as i64 {
+            let file = self.archive_file(i, self.archive_trids[i as usize]);
+            let path = dir.join(format!("{}_lgar{i:03}", self.cfg.prefix));
+            fs::write(&path, &file)?;
+            self.stream.as_mut().expect("streaming").1.push(path);
+            i += 1;
+        }
+        let keep_from = (i * k).min(last - n + 1);
+        if keep_from > self.base {
+            let drop = (keep_from - self.base) as usize * ps;
+            self.buf.drain(..drop);
+            self.base = keep_from;
+        }
+        Ok(())
+    }
+
+    /// Archive volume `i`: its header page, then its `k` pages (checksums set).
+    fn archive_file(&self, i: i64, next_trid: i32) -> Vec<u8> {
+        let (ps, k) = (self.cfg.page_size, self.cfg.archive_pages);
+        let mut file = vec![FILL; ps * (k as usize + 1)];
+        let h = header_page(&mut file[..ps]);
+        put(h, 0, ARCHIVE_MAGIC);
+        h[ARCHIVE_MAGIC.len()..25].fill(0);
+        put(h, 32, &self.cfg.db_creation.to_le_bytes());
+        put(h, 40, &next_trid.to_le_bytes());
+        put(h, 44, &(k as i32).to_le_bytes());
+        put(h, 48, &(i * k).to_le_bytes());
+        put(h, 56, &(i as i32).to_le_bytes());
+        set_checksum(&mut file[..ps]);
+        for j in 0..k {
+            let dst = (j as usize + 1) * ps;
+            let src = (i * k + j - self.base) as usize * ps;
+            file[dst..dst + ps].copy_from_slice(&self.buf[src..src + ps]);
+            set_checksum(&mut file[dst..dst + ps]);
+        }
+        file
     }
 
     /// Writes `<dir>/<prefix>_lgat` and the archives `<prefix>_lgarNNN`, as after a clean
@@ -486,30 +568,28 @@ impl LogWriter {
         let nxarv = m * k;
         let fpageid = (last / n) * n;
         let slot = |p: i64| (p - fpageid).rem_euclid(n) + 1;
-        let page = |p: i64| &self.buf[p as usize * ps..(p as usize + 1) * ps];
 
         fs::create_dir_all(dir)?;
-        let prefix = &self.cfg.prefix;
-        let mut archives = Vec::new();
-        for i in 0..m {
-            let mut file = vec![FILL; ps * (k as usize + 1)];
-            let h = header_page(&mut file[..ps]);
-            put(h, 0, ARCHIVE_MAGIC);
-            h[ARCHIVE_MAGIC.len()..25].fill(0);
-            put(h, 32, &self.cfg.db_creation.to_le_bytes());
-            put(h, 40, &next_trid.to_le_bytes());
-            put(h, 44, &(k as i32).to_le_bytes());
-            put(h, 48, &(i * k).to_le_bytes());
-            put(h, 56, &(i as i32).to_le_bytes());
-            set_checksum(&mut file[..ps]);
-            for j in 0..k {
-                let dst = (j as usize + 1) * ps;
-                file[dst..dst + ps].copy_from_slice(page(i * k + j));
+        let prefix = self.cfg.prefix.clone();
+        let mut archives = match self.stream.take() {
+            Some((streamed_to, written)) if streamed_to.as_path() == dir => written,
+            Some((streamed_to, _)) => {
+                return Err(io::Error::other(format!(
+                    "a streaming writer finishes where it wrote its archives ({}), not in {}",
+                    streamed_to.display(),
+                    dir.display()
+                )))
             }
+            None => Vec::new(),
+        };
+        for i in archives.len() as i64..m {
+            let file = self.archive_file(i, self.archive_trids.get(i as usize).copied().unwrap_or(next_trid));
             let path = dir.join(format!("{prefix}_lgar{i:03}"));
             fs::write(&path, &file)?;
             archives.push(path);
         }
+        let base = self.base;
+        let page = |p: i64| &self.buf[(p - base) as usize * ps..(p - base + 1) as usize * ps];
 
         // Active volume: header page, then the ring. Slots never written keep fileio_format's
         // pattern (14 bytes 0xFF, zeros, last 8 bytes 0xFF), which fails the identity check.
@@ -594,15 +674,20 @@ mod tests {
     struct Log {
         w: LogWriter,
         want: Vec<Expect>,
+        /// A streaming writer given the same records.
+        mirror: Option<LogWriter>,
     }
 
     impl Log {
         fn new(cfg: WriterConfig) -> Log {
-            Log { w: LogWriter::new(cfg).unwrap(), want: Vec::new() }
+            Log { w: LogWriter::new(cfg).unwrap(), want: Vec::new(), mirror: None }
         }
         #[allow(clippy::too_many_arguments)]
         fn add(&mut self, trid: i32, t: i32, f: DataFields, undo: Vec<u8>, redo: Vec<u8>, zu: bool, zr: bool) -> Lsa {
             let lsa = self.w.append(trid, t, &f, &undo, &redo, zu, zr).unwrap();
+            if let Some(m) = self.mirror.as_mut() {
+                assert_eq!(m.append(trid, t, &f, &undo, &redo, zu, zr).unwrap(), lsa);
+            }
             let undo_zipped = zu && may_zip(t) && zip(&undo).is_some();
             let redo_zipped = is_diff(t) || (zr && may_zip(t) && zip(&redo).is_some());
             self.want.push(Expect { lsa, trid, rectype: t, fields: f, undo, redo, undo_zipped, redo_zipped });
@@ -845,6 +930,36 @@ mod tests {
         }
         fn total_bytes(&self) -> u64 {
             (self.pages.len() * self.page_size) as u64
+        }
+    }
+
+    #[test]
+    fn a_streaming_writer_writes_the_same_files_in_bounded_memory() {
+        for (seed, page_size, n, k) in [(1u64, 4096, 8, 4), (2, 4096, 5, 5), (3, 8192, 6, 1), (4, 16384, 3, 2)] {
+            let mut rng = Rng(0xabcd_0000 + seed);
+            let cfg = WriterConfig { page_size, active_pages: n, archive_pages: k, ..Default::default() };
+            let streamed = tempfile::tempdir().unwrap();
+            let mut log = Log::new(cfg.clone());
+            log.mirror = Some(LogWriter::streaming(cfg, streamed.path()).unwrap());
+            let area = log.w.area_size();
+            let (mut lsas, mut peak) = (Vec::new(), 0);
+            while log.w.end_lsa().pageid < 60 {
+                random_record(&mut rng, area, &mut log, &lsas);
+                lsas.push(log.want.last().unwrap().lsa);
+                peak = peak.max(log.mirror.as_ref().unwrap().buffered_bytes());
+            }
+            // A ring, an archive, and the pages a record spans (up to 5 areas plus headers).
+            assert!(peak <= (n as usize + k as usize + 8) * page_size, "{peak} bytes held");
+            let mirror = log.mirror.take().unwrap();
+            let whole = tempfile::tempdir().unwrap();
+            let a = log.w.finish(whole.path()).unwrap();
+            let b = mirror.finish(streamed.path()).unwrap();
+            assert_eq!((a.end_lsa, a.archives.len()), (b.end_lsa, b.archives.len()));
+            assert!(a.archives.len() > 5, "seed {seed}: {} archives", a.archives.len());
+            for (x, y) in a.archives.iter().chain([&a.active]).zip(b.archives.iter().chain([&b.active])) {
+                assert_eq!(x.file_name(), y.file_name());
+                assert!(fs::read(x).unwrap() == fs::read(y).unwrap(), "seed {seed}: {} differs", y.display());
+            }
         }
     }
 
