@@ -1,0 +1,274 @@
+"""walcdc at scale: every way of reading a log, on generated logs of growing size, one process
+per case (so that each peak memory is the case's own), against reading the same bytes.
+
+    python benches/harness.py --sizes 1GB,4GB,16GB [--cache DIR] [--out DIR] [--spark]
+
+For each size a log is generated once by benches/workload.py into ``--cache`` (default
+``~/.cache/walcdc-bench``, outside the repository) and reused. Cases:
+
+  read          reading every volume file start to end (the ceiling on this machine; the
+                active volume is read whole, written or not)
+  walk          LogSet.records(): every record walked into Arrow batches
+  payloads      LogSet.records(payloads=True): also every payload unzipped, DIFF rebuilt
+  changes       read_changes(decode=False): committed events with their images
+  typed         read_changes(): the same, rows decoded (JSON text)
+  table_typed   read_table_changes("dba.w_00"): one table as typed Arrow structs
+  filtered      read_changes(tables="dba.w_03"): one table of twenty, decoded
+  engine        read_changes(committed_only=False, decode=False): CUBRID's own stream
+  spark_1/_N    walcdc.spark.read_changes on local[1] and local[N] (with --spark)
+
+Each case reports seconds, MB/s of log written, items/s (records or events), MB/s per core,
+the time ratio to ``read`` and the peak RSS of its process (for Spark, of the driver's Python
+process). Written to ``--out``: ``results.json``,
+``results.md`` (a table per size) and ``results.png`` (throughput and peak memory against log
+size; needs matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "python"))
+
+CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
+SPARK_CASES = ["spark_1", "spark_N"]
+# Cases that use more than one core.
+CORES = {"spark_N": os.cpu_count() or 1, "spark_1": 1}
+
+
+def log_for(size: int, cache: Path, seed: int, page_size: int) -> Path:
+    """The generated log of ``size`` bytes (made once, kept in the cache)."""
+    from workload import Generator
+
+    path = cache / f"workload-{size}-s{seed}-p{page_size}"
+    done = path / "workload.json"
+    if not done.exists():
+        path.mkdir(parents=True, exist_ok=True)
+        for old in path.glob("*_lg*"):
+            old.unlink()
+        stats = Generator(path, size, seed=seed, page_size=page_size).run(progress=True)
+        done.write_text(json.dumps(stats))
+    return path
+
+
+def run_case(case: str, path: str) -> Dict[str, Any]:
+    """In this process: one case, timed."""
+    t = time.perf_counter()
+    items = 0
+    if case == "read":
+        buf = memoryview(bytearray(1 << 20))
+        for f in sorted(Path(path).glob("*_lg*")):
+            with open(f, "rb", buffering=0) as fh:
+                while fh.readinto(buf):
+                    pass
+    elif case.startswith("spark"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        from walcdc.spark import read_changes
+
+        cores = 1 if case == "spark_1" else CORES["spark_N"]
+        spark = (
+            SparkSession.builder.master(f"local[{cores}]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", str(2 * cores))
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        t = time.perf_counter()  # the session's start-up is not the read
+        df = read_changes(spark, path, decode=False, split_bytes=64 << 20)
+        df.write.format("noop").mode("overwrite").save()
+        items = 0
+        spark.stop()
+    else:
+        import walcdc
+
+        t = time.perf_counter()  # imports are not the read
+        log = walcdc.open_log(path)
+        if case in ("walk", "payloads"):
+            stream = log.records(payloads=case == "payloads")
+        elif case == "changes":
+            stream = walcdc.read_changes(log, decode=False)
+        elif case == "typed":
+            stream = walcdc.read_changes(log)
+        elif case == "table_typed":
+            stream = walcdc.read_table_changes(log, "dba.w_00")
+        elif case == "filtered":
+            stream = walcdc.read_changes(log, tables="dba.w_03")
+        elif case == "engine":
+            stream = walcdc.read_changes(log, committed_only=False, decode=False)
+        else:
+            raise SystemExit(f"unknown case {case!r}")
+        items = sum(b.num_rows for b in stream)
+    return {"seconds": time.perf_counter() - t, "items": items}
+
+
+def measure(case: str, path: Path) -> Dict[str, Any]:
+    """Runs a case in a process of its own; its time, items and peak RSS."""
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--case", case, "--path", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"case {case} failed:\n{err[-2000:]}")
+    result = json.loads(out.strip().splitlines()[-1])
+    result["rss_mb"] = result.pop("rss_kb") / 1024
+    return result
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set since it started (``VmHWM``; ``ru_maxrss`` would
+    include the parent's from before the fork)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def child_main(case: str, path: str) -> None:
+    result = run_case(case, path)
+    # For Spark cases, the driver's Python process (the JVM and its workers are not counted).
+    result["rss_kb"] = peak_rss_kb()
+    print(json.dumps(result))
+
+
+def rows_for(size_bytes: int, log_bytes: int, results: Dict[str, Dict[str, Any]]) -> List[Dict]:
+    """Rows of one log: ``size_bytes`` as asked, MB/s of the ``log_bytes`` written."""
+    read = results["read"]["seconds"]
+    mb = log_bytes / 1e6
+    rows = []
+    for case, r in results.items():
+        cores = CORES.get(case, 1)
+        rows.append(
+            {
+                "size_bytes": size_bytes,
+                "case": case,
+                "seconds": round(r["seconds"], 3),
+                "MB_per_s": round(mb / r["seconds"], 1),
+                "MB_per_s_per_core": round(mb / r["seconds"] / cores, 1),
+                "items": r["items"],
+                "items_per_s": round(r["items"] / r["seconds"]) if r["items"] else None,
+                "x_read": round(r["seconds"] / read, 2),
+                "peak_rss_mb": round(r["rss_mb"], 1),
+            }
+        )
+    return rows
+
+
+def markdown(rows: List[Dict[str, Any]], machine: str) -> str:
+    out = [f"Machine: {machine}", ""]
+    for size in sorted({r["size_bytes"] for r in rows}):
+        out += [
+            f"### {human(size)} of log",
+            "",
+            "| case | seconds | MB/s | MB/s per core | items/s | × read | peak RSS MB |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in (r for r in rows if r["size_bytes"] == size):
+            ips = f"{r['items_per_s']:,}" if r["items_per_s"] else "–"
+            out.append(
+                f"| {r['case']} | {r['seconds']:.2f} | {r['MB_per_s']:,.0f} | "
+                f"{r['MB_per_s_per_core']:,.0f} | {ips} | {r['x_read']:.1f} | "
+                f"{r['peak_rss_mb']:,.0f} |"
+            )
+        out.append("")
+    return "\n".join(out)
+
+
+def human(n: int) -> str:
+    for unit, f in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:g} {unit}"
+    return f"{n} B"
+
+
+def plot(rows: List[Dict[str, Any]], path: Path) -> Optional[Path]:
+    """Throughput and peak memory against log size, one line per case."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return None
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for case in dict.fromkeys(r["case"] for r in rows):
+        mine = sorted((r for r in rows if r["case"] == case), key=lambda r: r["size_bytes"])
+        x = [r["size_bytes"] / (1 << 30) for r in mine]
+        a.plot(x, [r["MB_per_s_per_core"] for r in mine], marker="o", label=case)
+        b.plot(x, [r["peak_rss_mb"] for r in mine], marker="o", label=case)
+    for ax, title in ((a, "throughput per core (MB/s of log)"), (b, "peak RSS (MB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("log size (GB)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    b.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def main(argv=None) -> int:
+    from workload import parse_size
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", default="1GB", help="comma-separated log sizes, e.g. 1GB,4GB,16GB")
+    ap.add_argument("--cache", default=str(Path.home() / ".cache" / "walcdc-bench"))
+    ap.add_argument("--out", default="bench-results")
+    ap.add_argument("--cases", help=f"comma-separated subset of {','.join(CASES + SPARK_CASES)}")
+    ap.add_argument("--spark", action="store_true", help="also Spark local[1] against local[N]")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--page-size", type=int, default=16384)
+    ap.add_argument("--case", help=argparse.SUPPRESS)  # a child process
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.case:
+        child_main(args.case, args.path)
+        return 0
+    from tqdm import tqdm
+
+    cases = args.cases.split(",") if args.cases else CASES + (SPARK_CASES if args.spark else [])
+    if "read" not in cases:
+        cases = ["read", *cases]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    rows: List[Dict[str, Any]] = []
+    for size in [parse_size(s) for s in args.sizes.split(",")]:
+        path = log_for(size, Path(args.cache), args.seed, args.page_size)
+        written = json.loads((path / "workload.json").read_text())["bytes"]
+        results = {}
+        for case in tqdm(cases, desc=f"{human(size)}", unit="case"):
+            results[case] = measure(case, path)
+        rows += rows_for(size, written, results)
+    (out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+    text = markdown(rows, machine)
+    (out / "results.md").write_text(text)
+    print(text)
+    plot(rows, out / "results.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
