@@ -203,3 +203,39 @@ def test_refuses_what_does_not_apply(tmp_path):
         main, ["extract", str(fixture_dir("breadth")), "--by-table", "-o", str(f)]
     )
     assert r.exit_code != 0 and "directory" in r.output
+
+
+def test_tables_without_a_schema_keep_their_raw_images(tmp_path):
+    """p4k without its first two archives: t_types' class records are gone. Its rows go to
+    _unknown_schema/ with the raw images (nothing lost), and no temporary file is left."""
+    src = fixture_dir("p4k")
+    logs = tmp_path / "log"
+    logs.mkdir()
+    for f in ("p4k_lgar002", "p4k_lgat"):
+        os.symlink(src / f, logs / f)
+    out = tmp_path / "out"
+    # (Other tables' chases reach into the missing archives: only t_types is read.)
+    extract(logs, out, "--tables", "0|229|1", "--ops", "insert,update,delete")
+    unknown = sorted((out / "_unknown_schema").glob("*.parquet"))
+    assert unknown
+    t = pq.read_table(unknown[0])
+    assert t.num_rows > 0 and "after_image" in t.schema.names
+    assert all(e for e in t.column("decode_error").to_pylist())
+    plain = walcdc.read_changes(logs, decode=False, tables="0|229|1", ops="insert,update,delete")
+    plain = plain.read_all()
+    assert sum(pq.read_metadata(f).num_rows for _, f, _ in parts(out)) == plain.num_rows
+    assert not [p for p in out.rglob(".walcdc-*")]
+
+
+def test_abort_markers_and_odd_table_names(tmp_path):
+    """Markers of aborted transactions (no commit LSA) go to _ddl/ and name their part by their
+    own LSA; every table directory is its name, escaped where a file name could not hold it."""
+    from walcdc.sinks.tables import OTHER_DDL, UNKNOWN_SCHEMA, table_directory
+
+    extract(fixture_dir("breadth"), tmp_path, "--ops", "insert,update,delete,ddl,abort")
+    ddl = sorted((tmp_path / OTHER_DDL).glob("*.parquet"))
+    ops = {op for f in ddl for op in pq.read_table(f).column("op").to_pylist()}
+    assert "abort" in ops
+    names = {table_directory(n) for n in ("dba.a b", "dba.a$b", "dba.a_b", "_ddl", "..")}
+    assert len(names) == 5 and OTHER_DDL not in names and UNKNOWN_SCHEMA not in names
+    assert all("/" not in n and not n.startswith(".") for n in names)

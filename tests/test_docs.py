@@ -15,6 +15,7 @@ MODULES = [
     "walcdc.testing",
     "walcdc.table_changes",
     "walcdc.sinks",
+    "walcdc.sinks.tables",
 ]
 
 

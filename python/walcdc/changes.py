@@ -7,7 +7,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -26,7 +26,15 @@ from walcdc.options import (
     split_list,
 )
 
-__all__ = ["read_changes", "ChangeStream", "TableChangeStream", "Cursor", "OPS", "ENVELOPES"]
+__all__ = [
+    "read_changes",
+    "ChangeStream",
+    "TableChangeStream",
+    "TableBatch",
+    "Cursor",
+    "OPS",
+    "ENVELOPES",
+]
 
 #: Output shapes besides the plain event rows.
 ENVELOPES = ("debezium",)
@@ -242,13 +250,26 @@ class ChangeStream:
         return self._native.state()
 
 
+class TableBatch(NamedTuple):
+    """A batch of :class:`TableChangeStream`. ``kind``: ``"table"`` (one table's changes,
+    ``before`` / ``after`` typed with the columns of its representation ``repid``),
+    ``"ddl"`` (DDL that belongs to no table; the columns of :func:`read_changes` without
+    images) or ``"unknown_schema"`` (changes of tables whose schema the log does not hold;
+    the columns of :func:`read_changes` with the raw images)."""
+
+    kind: str
+    class_oid: Optional[int]
+    table: Optional[str]
+    repid: int
+    batch: pa.RecordBatch
+
+
 class TableChangeStream(ChangeStream):
     """Every table's typed changes, batch by batch (:func:`walcdc.read_changes_by_table`).
-    Iterating it gives ``(class_oid, table, repid, batch)``: each batch holds one table's
-    changes decoded with its representation ``repid`` (``before`` / ``after`` typed with that
-    representation's columns); the table's next representation (after an ALTER) or name
-    (after a RENAME) starts new batches. ``class_oid`` None: DDL that belongs to no table.
-    :attr:`cursor`, :attr:`pending` and the rest are those of :class:`ChangeStream`."""
+    Iterating it gives :class:`TableBatch` es; a table's next representation (after an ALTER),
+    new column names or new name (after a RENAME) start new batches. Read :attr:`cursor`
+    once the stream is over (batches of other tables are still being filled before that).
+    :attr:`pending` and the rest are those of :class:`ChangeStream`."""
 
     def __init__(self, native, info: Optional[Dict[str, Any]] = None):
         self._native = native
@@ -257,9 +278,9 @@ class TableChangeStream(ChangeStream):
         self.schema = None  # one per table and representation
         self.reader = None
 
-    def __iter__(self):
-        for class_oid, table, repid, batch in iter(self._native.next_table, None):
-            yield class_oid, table, repid, pa.record_batch(batch)
+    def __iter__(self) -> Iterator[TableBatch]:
+        for kind, class_oid, table, repid, batch in iter(self._native.next_table, None):
+            yield TableBatch(kind, class_oid, table, repid, pa.record_batch(batch))
         _warn_at_end(self._native)
 
     def _no_reader(self, *args, **kwargs):

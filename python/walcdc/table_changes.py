@@ -73,14 +73,15 @@ def read_table_changes(
 def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> TableChangeStream:
     """The committed changes of every table, typed, for writers that keep one dataset per table
     (:func:`walcdc.sinks.tables.write_tables`, ``walcdc extract --by-table``): a
-    :class:`~walcdc.changes.TableChangeStream` of ``(class_oid, table, repid, batch)``. Each
-    batch holds one table's changes decoded with one representation (``repid``), ``before`` /
-    ``after`` typed with its columns; a table's next representation (after an ALTER) starts new
-    batches. Arguments are those of :func:`walcdc.read_changes` (the committed stream only).
+    :class:`~walcdc.changes.TableChangeStream` of :class:`~walcdc.changes.TableBatch` es. Each
+    table batch holds one table's changes decoded with one representation (``repid``),
+    ``before`` / ``after`` typed with its columns; a table's next representation (after an
+    ALTER) starts new batches. Arguments are those of :func:`walcdc.read_changes` (the committed
+    stream only).
 
     >>> import walcdc
     >>> s = walcdc.read_changes_by_table(walcdc.samples.sample_path(), tables="t_chg")
-    >>> sorted({(table, repid) for _, table, repid, _ in s if table})[:1]
+    >>> sorted({(b.table, b.repid) for b in s if b.kind == "table"})[:1]
     [('dba.t_chg', 1)]
     """
     log = source if isinstance(source, LogSet) else open_log(source)

@@ -4,10 +4,12 @@ Each table's rows go to ``DIR/<table>/``, with ``before`` / ``after`` typed with
 columns (the mapping of docs/typed.md) and the change metadata of :func:`walcdc.read_changes`.
 A run adds one part per table and representation: when an ALTER gives the table a new
 representation, the rows after it go to a new part whose schema has the new columns; after a
-RENAME TABLE, the table's rows go to the directory of its new name. Part names
-carry the first and last commit LSA of their rows and the representation id, so a run repeated
-from the same cursor (after a crash before the cursor was saved) writes the same parts again,
-replacing them. DDL that belongs to no table (users, grants, ...) goes to ``DIR/_ddl/``.
+RENAME TABLE, the table's rows go to the directory of its new name. A part is named by the
+commit LSA of its first row and the representation id, so a run repeated from the same cursor
+(after a crash before the cursor was saved) writes parts of the same names again, replacing
+them, however far it reads. DDL that belongs to no table (users, grants, ...) goes to
+``DIR/_ddl/``; changes of tables whose schema the log does not hold (created before its oldest
+volume; give ``schema=``) to ``DIR/_unknown_schema/``, with their raw images.
 
 Reading a table's history across parts: ``pyarrow.dataset.dataset(DIR/<table>)`` unifies the
 parts' schemas (``unify_schemas``: columns added by ALTER are null in older parts), and DuckDB
@@ -17,51 +19,69 @@ reads them with ``read_parquet('DIR/<table>/*.parquet', union_by_name = true)``.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from walcdc import lsa as L
-from walcdc.sinks.base import WriteResult, _count, _error, _fsync_dir, _positions
+from walcdc.sinks.base import WriteResult, _count, _error, _fsync_dir
 
-__all__ = ["OTHER_DDL", "write_tables"]
+__all__ = ["OTHER_DDL", "UNKNOWN_SCHEMA", "table_directory", "write_tables"]
 
 #: The directory of DDL that belongs to no table.
 OTHER_DDL = "_ddl"
+#: The directory of changes of tables whose schema the log does not hold.
+UNKNOWN_SCHEMA = "_unknown_schema"
 
 
-def table_directory(name: Optional[str]) -> str:
-    """The directory name of a table (its owner-qualified name, made safe for a file name)."""
-    if name is None:
-        return OTHER_DDL
-    safe = re.sub(r"[^\w.\-]", "_", name)
-    return safe if safe not in ("", ".", "..") else f"table_{safe}"
+def table_directory(name: str) -> str:
+    """The directory of a table: its owner-qualified name with every character that is not a
+    letter, a digit, ``.``, ``-`` or ``_`` (or a leading ``.`` or ``_``) written ``%XX`` as
+    UTF-8 bytes, so that no two names share a directory, none is hidden, and none is that of
+    :data:`OTHER_DDL` or :data:`UNKNOWN_SCHEMA`.
+
+    >>> table_directory("dba.t_orders"), table_directory("dba.a b"), table_directory("_ddl")
+    ('dba.t_orders', 'dba.a%20b', '%5Fddl')
+    """
+    out = []
+    for i, c in enumerate(name):
+        if (c.isalnum() or c in "._-") and not (i == 0 and c in "._"):
+            out.append(c)
+        else:
+            out.append("".join(f"%{b:02X}" for b in c.encode("utf-8")))
+    return "".join(out) or "%00"
 
 
 @dataclass
 class _Part:
     directory: str
     tmp_path: str
-    writer: pq.ParquetWriter
+    writer: Optional[pq.ParquetWriter]
     table: Optional[str]
     repid: int
-    metadata: Dict[str, str]
+    schema: Optional[pa.Schema] = None
     first: Optional[int] = None
     last: Optional[int] = None
     rows: int = 0
 
     def name(self) -> str:
-        def text(k: int) -> str:
-            page, offset = L.split(k)
-            return f"{page:012d}_{offset:05d}"
-
+        page, offset = L.split(self.first)
         rep = f"-r{self.repid}" if self.repid >= 0 else ""
-        return f"part-{text(self.first)}-{text(self.last)}{rep}.parquet"
+        return f"part-{page:012d}_{offset:05d}{rep}.parquet"
+
+
+def _positions(batch: pa.RecordBatch):
+    """The first and last commit LSA of a batch (an event's own LSA where it has none, such
+    as the markers of an aborted transaction)."""
+    at = pc.coalesce(batch.column("commit_lsa"), batch.column("lsa")).drop_null()
+    if len(at) == 0:
+        return None, None
+    return at[0].as_py(), at[-1].as_py()
 
 
 def write_tables(
@@ -93,26 +113,44 @@ def write_tables(
     }
     result = WriteResult()
     summary: Counter = Counter()
-    open_parts: Dict[Optional[int], _Part] = {}
-    closed = []
+    open_parts: Dict[Union[int, str], _Part] = {}
+    parts: list = []  # every part begun, open or closed: what a failure removes
     published = False
     try:
-        for class_oid, table, repid, batch in stream:
-            part = open_parts.get(class_oid)
-            if part is not None and (part.repid, part.table) != (repid, table):
+        for item in stream:
+            batch = item.batch
+            key = item.class_oid if item.kind == "table" else item.kind
+            part = open_parts.get(key)
+            # Rust begins new batches for a new representation, name or column names.
+            if part is not None and (
+                (part.repid, part.table) != (item.repid, item.table)
+                or not part.schema.equals(batch.schema)
+            ):
                 part.writer.close()
-                closed.append(open_parts.pop(class_oid))
+                del open_parts[key]
                 part = None
             if part is None:
-                part = _open_part(directory, table, class_oid, repid, batch.schema, base_meta)
-                open_parts[class_oid] = part
-            first, last = _positions(batch, True)
+                where = {"ddl": OTHER_DDL, "unknown_schema": UNKNOWN_SCHEMA}.get(item.kind)
+                where = os.path.join(directory, where or table_directory(item.table))
+                part = _Part(where, "", None, item.table, item.repid)
+                parts.append(part)
+                meta = {
+                    **base_meta,
+                    "walcdc.table": item.table or "",
+                    "walcdc.class_oid": "" if item.class_oid is None else str(item.class_oid),
+                    "walcdc.repid": str(item.repid),
+                    "walcdc.kind": item.kind,
+                }
+                part.schema = batch.schema
+                _open_part(part, batch.schema, meta)
+                open_parts[key] = part
+            first, last = _positions(batch)
             part.first = first if part.first is None else part.first
             part.last = last if last is not None else part.last
             part.rows += batch.num_rows
             part.writer.write_batch(batch)
             result.rows += batch.num_rows
-            if result.first_lsa is None or (first is not None and first < result.first_lsa):
+            if first is not None and (result.first_lsa is None or first < result.first_lsa):
                 result.first_lsa = first
             if last is not None and (result.last_lsa is None or last > result.last_lsa):
                 result.last_lsa = last
@@ -123,14 +161,13 @@ def write_tables(
         for part in open_parts.values():
             part.writer.add_key_value_metadata({"walcdc.cursor": result.cursor.to_json()})
             part.writer.close()
-            closed.append(part)
         open_parts.clear()
-        for part in closed:
+        for part in parts:
             _sync(part.tmp_path)
         dirs = set()
-        for part in closed:
+        for part in parts:
             final = os.path.join(part.directory, part.name())
-            os.replace(part.tmp_path, final)  # the same part of a repeated run: same rows
+            os.replace(part.tmp_path, final)  # the same part of a repeated run: its rows and more
             part.tmp_path = ""
             result.paths.append(final)
             dirs.add(part.directory)
@@ -139,11 +176,12 @@ def write_tables(
         published = True
     finally:
         if not published:
-            for part in [*open_parts.values(), *closed]:
-                try:
-                    part.writer.close()
-                except Exception:  # noqa: BLE001 - the file is being thrown away
-                    pass
+            for part in parts:
+                if part.writer is not None:
+                    try:
+                        part.writer.close()
+                    except Exception:  # noqa: BLE001 - the file is being thrown away
+                        pass
                 if part.tmp_path:
                     try:
                         os.unlink(part.tmp_path)
@@ -156,22 +194,15 @@ def write_tables(
     return result
 
 
-def _open_part(directory, table, class_oid, repid, schema: pa.Schema, base_meta) -> _Part:
-    where = os.path.join(directory, table_directory(table if class_oid is not None else None))
+def _open_part(part: _Part, schema: pa.Schema, meta: Dict[str, str]) -> None:
     try:
-        os.makedirs(where, exist_ok=True)
-        fd, tmp_path = tempfile.mkstemp(prefix=".walcdc-", suffix=".tmp", dir=where)
+        os.makedirs(part.directory, exist_ok=True)
+        fd, part.tmp_path = tempfile.mkstemp(prefix=".walcdc-", suffix=".tmp", dir=part.directory)
     except OSError as exc:
-        raise _error(f"{{}}: cannot write in {where}: {exc.strerror}") from None
+        raise _error(f"{{}}: cannot write in {part.directory}: {exc.strerror}") from None
     os.close(fd)
-    meta = {
-        **base_meta,
-        "walcdc.table": table or "",
-        "walcdc.class_oid": "" if class_oid is None else str(class_oid),
-        "walcdc.repid": str(repid),
-    }
-    writer = pq.ParquetWriter(tmp_path, schema.with_metadata({**(schema.metadata or {}), **meta}))
-    return _Part(where, tmp_path, writer, table, repid, meta)
+    schema = schema.with_metadata({**(schema.metadata or {}), **meta})
+    part.writer = pq.ParquetWriter(part.tmp_path, schema)
 
 
 def _sync(path: str) -> None:

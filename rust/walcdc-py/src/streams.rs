@@ -73,8 +73,8 @@ impl RecordBatches {
     }
 }
 
-/// `(class_oid, table, repid, batch)` of one table's typed batch.
-type TableBatchTuple = (Option<u64>, Option<String>, i32, Batch);
+/// `(kind, class_oid, table, repid, batch)` of a batch by table.
+type TableBatchTuple = (&'static str, Option<u64>, Option<String>, i32, Batch);
 
 /// Iterates over batches of change events.
 #[pyclass(module = "walcdc._native")]
@@ -171,15 +171,17 @@ impl ChangeBatches {
         Schema::new(self.builder.schema())
     }
 
-    /// The next batch of one table's typed changes, `(class_oid, table, repid, batch)`
-    /// (class_oid None: DDL of no table), or None at the end (streams opened `by_table`).
+    /// The next batch by table, `(kind, class_oid, table, repid, batch)` (kind `"table"`,
+    /// `"ddl"` or `"unknown_schema"`), or None at the end (streams opened `by_table`).
     fn next_table(&mut self, py: Python<'_>) -> PyResult<Option<TableBatchTuple>> {
         let reader = &mut self.reader;
         let Some(split) = self.splitter.as_mut() else {
             return Err(pyo3::exceptions::PyValueError::new_err("the stream was not opened by table"));
         };
         match py.detach(|| next_table_batch(reader, split)) {
-            Ok(Some(t)) => Ok(Some((t.class_oid.map(|o| o.to_cdc()), t.table, t.repid, Batch::new(t.batch)))),
+            Ok(Some(t)) => {
+                Ok(Some((t.kind.as_str(), t.class_oid.map(|o| o.to_cdc()), t.table, t.repid, Batch::new(t.batch))))
+            }
             Ok(None) => Ok(None),
             Err(e) => Err(to_py(py, e)),
         }

@@ -135,6 +135,9 @@ impl RecordsBuilder {
         let mut want = [false; MAX_COLUMNS];
         match columns {
             None => want[..full.fields().len()].iter_mut().for_each(|w| *w = true),
+            Some([]) => {
+                return Err(crate::LogError::InvalidArgument { msg: "columns: name at least one column".into() })
+            }
             Some(names) => {
                 for n in names {
                     let i = full.index_of(n).map_err(|_| crate::LogError::InvalidArgument {

@@ -250,11 +250,12 @@ fn pow10(n: u32) -> Option<i128> {
 /// `unscaled / 10^scale` as an unscaled value of `to_scale` digits, within `precision` digits.
 fn rescale(unscaled: i128, scale: i32, precision: u8, to_scale: i8) -> Result<i128, String> {
     let to = to_scale as i32;
+    // Scales come from the log: a damaged one must not overflow the arithmetic.
+    let diff = |a: i32, b: i32| u32::try_from(a as i64 - b as i64).ok();
     let v = if scale <= to {
-        pow10((to - scale) as u32).and_then(|f| unscaled.checked_mul(f))
+        diff(to, scale).and_then(pow10).and_then(|f| unscaled.checked_mul(f))
     } else {
-        let f = pow10((scale - to) as u32);
-        f.filter(|f| unscaled % f == 0).map(|f| unscaled / f)
+        diff(scale, to).and_then(pow10).filter(|f| unscaled % f == 0).map(|f| unscaled / f)
     };
     let v = v.ok_or_else(|| format!("{} does not fit NUMERIC(.., {to})", row::numeric_text(unscaled, scale)))?;
     if pow10(precision as u32).is_some_and(|lim| v.unsigned_abs() >= lim as u128) {
@@ -266,9 +267,13 @@ fn rescale(unscaled: i128, scale: i32, precision: u8, to_scale: i8) -> Result<i1
 fn int_of(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
-        Value::Numeric { unscaled, scale } => {
-            let f = pow10((*scale).max(0) as u32)?;
+        Value::Numeric { unscaled, scale } if *scale >= 0 => {
+            let f = pow10(u32::try_from(*scale).ok()?)?;
             (unscaled % f == 0).then(|| i64::try_from(unscaled / f).ok()).flatten()
+        }
+        Value::Numeric { unscaled, scale } => {
+            let f = pow10(u32::try_from(-(*scale as i64)).ok()?)?;
+            i64::try_from(unscaled.checked_mul(f)?).ok()
         }
         Value::String { bytes, codeset } => row::string_text(bytes, *codeset).trim().parse().ok(),
         _ => None,
@@ -320,7 +325,8 @@ enum Col {
         valid: NullBufferBuilder,
         fields: Fields,
     },
-    Enum(StringDictionaryBuilder<Int16Type>),
+    /// The builder, and the labels its dictionary starts with (batch after batch).
+    Enum(StringDictionaryBuilder<Int16Type>, Vec<String>),
     List {
         offsets: Vec<i32>,
         valid: NullBufferBuilder,
@@ -373,12 +379,7 @@ impl Col {
                 valid: NullBufferBuilder::new(0),
                 fields: struct_fields(d),
             },
-            db_type::ENUMERATION => {
-                let labels = StringArray::from_iter_values(d.enum_labels.iter());
-                let b = StringDictionaryBuilder::new_with_dictionary(0, &labels)
-                    .unwrap_or_else(|_| StringDictionaryBuilder::new());
-                Col::Enum(b)
-            }
+            db_type::ENUMERATION => Col::Enum(seeded_enum(&d.enum_labels), d.enum_labels.clone()),
             db_type::SET | db_type::MULTISET | db_type::SEQUENCE => {
                 let item = match element_domain(d) {
                     Some(e) => Col::new(e),
@@ -424,7 +425,7 @@ impl Col {
                 zone.append_null();
                 valid.append_null();
             }
-            Col::Enum(b) => b.append_null(),
+            Col::Enum(b, _) => b.append_null(),
             Col::List { offsets, valid, .. } => {
                 offsets.push(*offsets.last().unwrap_or(&0));
                 valid.append_null();
@@ -499,7 +500,9 @@ impl Col {
             },
             Col::Date(b) => match v {
                 Value::Date(0) => b.append_null(),
-                Value::Date(jdn) => b.append_value(label_days(*jdn) as i32),
+                Value::Date(jdn) => b.append_value(
+                    i32::try_from(label_days(*jdn)).map_err(|_| format!("day number {jdn} out of range"))?,
+                ),
                 _ => return Err(misfit("DATE")),
             },
             Col::Time(b) => match v {
@@ -553,7 +556,7 @@ impl Col {
                 zone.append_value(zone_text(tz));
                 valid.append_non_null();
             }
-            Col::Enum(b) => match v {
+            Col::Enum(b, _) => match v {
                 Value::Enum { label: Some(l), .. } => {
                     b.append(l).map_err(|e| e.to_string())?;
                 }
@@ -610,7 +613,11 @@ impl Col {
                 vec![instant.finish(), Arc::new(zone.finish())],
                 valid.finish(),
             )),
-            Col::Enum(b) => Arc::new(b.finish()),
+            Col::Enum(b, labels) => {
+                let done = Arc::new(b.finish());
+                *b = seeded_enum(labels); // the next batch's keys are CUBRID's indexes again
+                done
+            }
             Col::List { offsets, valid, item, field } => {
                 let values = item.finish();
                 let offsets = OffsetBuffer::new(std::mem::replace(offsets, vec![0]).into());
@@ -618,6 +625,13 @@ impl Col {
             }
         }
     }
+}
+
+/// A dictionary builder whose first keys are the ENUM's labels (so keys follow CUBRID's 1-based
+/// indexes, minus one).
+fn seeded_enum(labels: &[String]) -> StringDictionaryBuilder<Int16Type> {
+    let values = StringArray::from_iter_values(labels.iter());
+    StringDictionaryBuilder::new_with_dictionary(0, &values).unwrap_or_else(|_| StringDictionaryBuilder::new())
 }
 
 fn struct_fields(d: &Domain) -> Fields {
@@ -661,7 +675,12 @@ impl RowBuilder {
         for (id, v) in &row.0 {
             if let Some(&i) = slots.get(id) {
                 if !std::mem::replace(&mut filled[i], true) {
+                    let before = errs.len();
                     self.cols[i].push(v, errs);
+                    let name = self.fields[i].name();
+                    for e in &mut errs[before..] {
+                        *e = format!("column {name}: {e}");
+                    }
                 }
             }
         }
@@ -719,6 +738,11 @@ impl TableChangesBuilder {
             errs: Vec::new(),
             columns,
         }
+    }
+
+    /// The table's columns the batches have.
+    pub fn columns(&self) -> &[TableColumn] {
+        &self.columns
     }
 
     /// `{"pk column": value, ...}` of the row's primary-key columns (current names).
@@ -809,15 +833,38 @@ impl EventBatchBuilder for TableChangesBuilder {
     }
 }
 
-/// A batch of one table's typed changes, from [`next_table_batch`]: every event in it was
+/// What a [`TableBatch`] holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableBatchKind {
+    /// One table's typed changes, decoded with one representation.
+    Table,
+    /// DDL that belongs to no table: `read_changes()`'s columns without images.
+    OtherDdl,
+    /// Changes of tables whose schema the log does not hold (created before its oldest volume,
+    /// and no schema file given): `read_changes()`'s columns with the raw images, so that
+    /// nothing is lost.
+    UnknownSchema,
+}
+
+impl TableBatchKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableBatchKind::Table => "table",
+            TableBatchKind::OtherDdl => "ddl",
+            TableBatchKind::UnknownSchema => "unknown_schema",
+        }
+    }
+}
+
+/// A batch from [`next_table_batch`]: for [`TableBatchKind::Table`], every event in it was
 /// decoded with representation `repid`, whose columns the batch's `before` / `after` have.
 pub struct TableBatch {
-    /// The table (a partitioned table for its partitions' rows); None for DDL that belongs to
-    /// no table, in a batch of `read_changes()`'s columns without images.
+    pub kind: TableBatchKind,
+    /// The table (a partitioned table for its partitions' rows); None for the other kinds.
     pub class_oid: Option<Oid>,
     /// Its name (every row of a part was written under the same name).
     pub table: Option<String>,
-    /// The representation of the columns (-1 for a table whose schema is unknown).
+    /// The representation of the columns (-1 for the other kinds).
     pub repid: i32,
     pub batch: RecordBatch,
 }
@@ -829,21 +876,31 @@ struct Part {
 }
 
 /// Splits a committed change stream by table: one typed builder per table, begun again with
-/// the new columns when a table's representation changes (ALTER), or under its new name when it
-/// is renamed.
+/// the new columns when a table's representation changes (ALTER), when a DDL changes its columns
+/// without one (RENAME COLUMN), or under its new name when it is renamed.
 pub struct TableSplitter {
     log: Arc<LogSet>,
     mode: ImageMode,
     max_rows: usize,
     parts: HashMap<Oid, Part>,
     other: ChangesBuilder,
+    unknown: ChangesBuilder,
     ready: std::collections::VecDeque<TableBatch>,
 }
 
 impl TableSplitter {
     pub fn new(log: Arc<LogSet>, mode: ImageMode, max_rows: usize) -> Self {
         let other = ChangesBuilder::without_images(&log);
-        TableSplitter { log, mode, max_rows: max_rows.max(1), parts: HashMap::new(), other, ready: Default::default() }
+        let unknown = ChangesBuilder::new(&log);
+        TableSplitter {
+            log,
+            mode,
+            max_rows: max_rows.max(1),
+            parts: HashMap::new(),
+            other,
+            unknown,
+            ready: Default::default(),
+        }
     }
 
     fn flush(&mut self, class: Oid) {
@@ -851,6 +908,7 @@ impl TableSplitter {
             if !p.builder.is_empty() {
                 let batch = p.builder.finish();
                 self.ready.push_back(TableBatch {
+                    kind: TableBatchKind::Table,
                     class_oid: Some(class),
                     table: p.table.clone(),
                     repid: p.repid,
@@ -866,7 +924,21 @@ impl TableSplitter {
             let keep: Vec<usize> =
                 (0..all.num_columns()).filter(|&i| !DROPPED.contains(&all.schema().field(i).name().as_str())).collect();
             let batch = all.project(&keep).expect("columns of read_changes()");
-            self.ready.push_back(TableBatch { class_oid: None, table: None, repid: -1, batch });
+            self.ready.push_back(TableBatch {
+                kind: TableBatchKind::OtherDdl,
+                class_oid: None,
+                table: None,
+                repid: -1,
+                batch,
+            });
+        }
+    }
+
+    fn flush_unknown(&mut self) {
+        if !self.unknown.is_empty() {
+            let batch = self.unknown.finish();
+            let kind = TableBatchKind::UnknownSchema;
+            self.ready.push_back(TableBatch { kind, class_oid: None, table: None, repid: -1, batch });
         }
     }
 
@@ -879,11 +951,26 @@ impl TableSplitter {
             }
             return;
         };
-        let repid = catalog.get(class).map_or(-1, |c| c.current_repid);
+        let Some(repid) =
+            catalog.get(class).filter(|c| c.representations.contains_key(&c.current_repid)).map(|c| c.current_repid)
+        else {
+            self.unknown.append(e);
+            if self.unknown.len() >= self.max_rows {
+                self.flush_unknown();
+            }
+            return;
+        };
         let name = typed.and_then(|t| t.table.as_deref());
-        // A new representation (ALTER) or a new name (RENAME) begins a new part, wherever the
-        // stream was cut into runs.
-        if self.parts.get(&class).is_some_and(|p| p.repid != repid || p.table.as_deref() != name) {
+        // A new representation (ALTER), new names of columns (a DDL that keeps the
+        // representation) or a new name (RENAME) begins a new part, wherever the stream was cut
+        // into runs.
+        let stale = self.parts.get(&class).is_some_and(|p| {
+            p.repid != repid
+                || p.table.as_deref() != name
+                || (e.op == crate::changes::Op::Ddl
+                    && catalog.table_columns(class).map(|(_, c)| c).as_deref() != Some(p.builder.columns()))
+        });
+        if stale {
             self.flush(class);
             self.parts.remove(&class);
         }
@@ -907,6 +994,7 @@ impl TableSplitter {
             self.flush(c);
         }
         self.flush_other();
+        self.flush_unknown();
     }
 }
 
@@ -943,6 +1031,30 @@ mod tests {
         // Before the switch CUBRID labels days in the Julian calendar: the label is kept.
         let jdn = row::ymd_to_jdn(1000, 1, 1) as i32;
         assert_eq!(label_days(jdn), days_from_civil(1000, 1, 1));
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_null_and_named() {
+        let int = Domain { db_type: db_type::INTEGER, ..Default::default() };
+        let columns = vec![TableColumn { id: 7, name: "qty".into(), domain: int, primary_key: false }];
+        let mut b = RowBuilder::new(&columns);
+        let slots = HashMap::from([(7, 0)]);
+        let (mut filled, mut errs) = (vec![false], Vec::new());
+        let text = Value::String { bytes: b"twelve".to_vec(), codeset: 5 };
+        b.append(Some(&RowValues(vec![(7, text)])), &slots, &mut filled, &mut errs);
+        b.append(Some(&RowValues(vec![(7, Value::Int(12))])), &slots, &mut filled, &mut errs);
+        b.append(
+            Some(&RowValues(vec![(7, Value::Numeric { unscaled: 5, scale: i32::MIN })])),
+            &slots,
+            &mut filled,
+            &mut errs,
+        );
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with("column qty: a string value does not fit"), "{errs:?}");
+        let a = b.finish();
+        let s = a.as_any().downcast_ref::<StructArray>().unwrap();
+        let q = s.column(0).as_any().downcast_ref::<arrow_array::Int32Array>().unwrap();
+        assert_eq!((q.is_null(0), q.value(1), q.is_null(2)), (true, 12, true));
     }
 
     #[test]

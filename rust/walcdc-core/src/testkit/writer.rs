@@ -123,6 +123,14 @@ pub struct LogWriter {
     max_mvccid: u64,
 }
 
+/// Whether two paths name the same directory (`out` and `./out` do).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// Which payload slots (undo, redo) a record type has. For sysop ends the undo slot exists only
 /// for a logical undo.
 fn slots(t: i32, sysop_type: i32) -> (bool, bool) {
@@ -572,7 +580,7 @@ impl LogWriter {
         fs::create_dir_all(dir)?;
         let prefix = self.cfg.prefix.clone();
         let mut archives = match self.stream.take() {
-            Some((streamed_to, written)) if streamed_to.as_path() == dir => written,
+            Some((streamed_to, written)) if same_dir(&streamed_to, dir) => written,
             Some((streamed_to, _)) => {
                 return Err(io::Error::other(format!(
                     "a streaming writer finishes where it wrote its archives ({}), not in {}",
