@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "python"))
 
 
 def write(directory: str, mb: int, seed: int, page_size: int) -> dict:

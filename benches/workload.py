@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "python"))
 
 TABLES = 20
 MAX_LIVE = 500  # live rows kept per table (to update and delete them)
