@@ -23,7 +23,7 @@ def test_a_tiny_run_writes_every_output(tmp_path, capsys):
     assert {r["case"] for r in rows} == {"read", *cases.split(",")}
     assert {r["size_bytes"] for r in rows} == {1 << 20, 2 << 20}
     for r in rows:
-        assert r["seconds"] > 0 and r["peak_rss_mb"] > 0
+        assert r["seconds"] > 0 and r["peak_rss_mb"] > 0 and r["peak_anon_mb"] > 0
         assert r["case"] == "read" or r["items"] > 0
     text = (tmp_path / "out" / "results.md").read_text()
     assert "### 1 MB of log" in text and "| typed |" in text
