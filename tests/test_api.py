@@ -303,3 +303,12 @@ def test_records_builds_only_the_columns_asked_for():
         log.records(columns=["lsa", "nope"])
     with pytest.raises(walcdc.InvalidArgumentError, match="payloads=True"):
         log.records(columns=["undo"])
+
+
+def test_option_defaults_are_read_changes_defaults():
+    import inspect
+
+    from walcdc.changes import OPTION_DEFAULTS
+
+    params = inspect.signature(walcdc.read_changes).parameters
+    assert {k: params[k].default for k in OPTION_DEFAULTS} == OPTION_DEFAULTS

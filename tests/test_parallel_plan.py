@@ -11,28 +11,9 @@ import pytest
 import walcdc
 import walcdc._native as native
 from conftest import fixture_dir
-from walcdc.changes import _native_options
+from walcdc.changes import OPTION_DEFAULTS, _native_options
 
-DEFAULTS = dict(
-    start=None,
-    end=None,
-    tables=None,
-    exclude_tables=None,
-    users=None,
-    ops=None,
-    include_trigger=True,
-    include_ddl="matching",
-    committed_only=True,
-    mode="full",
-    keys="name_then",
-    schema=None,
-    cursor=None,
-    on_error="raise",
-    memory_limit=256 << 20,
-    on_encrypted="raise",
-    decode=True,
-    redact=True,
-)
+DEFAULTS = OPTION_DEFAULTS
 
 
 def _versions(log) -> bytes:
