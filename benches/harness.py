@@ -48,9 +48,9 @@ CORES = {"spark_N": os.cpu_count() or 1, "spark_1": 1}
 
 def log_for(size: int, cache: Path, seed: int, page_size: int) -> Path:
     """The generated log of ``size`` bytes (made once, kept in the cache)."""
-    from workload import Generator
+    from workload import VERSION, Generator
 
-    path = cache / f"workload-{size}-s{seed}-p{page_size}"
+    path = cache / f"workload-v{VERSION}-{size}-s{seed}-p{page_size}"
     done = path / "workload.json"
     if not done.exists():
         path.mkdir(parents=True, exist_ok=True)

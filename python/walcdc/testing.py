@@ -225,9 +225,23 @@ class Transaction:
             )
         )
 
-    def update(self, class_oid: int, old: bytes, new: bytes, page: int, slot: int) -> None:
+    def update(
+        self, class_oid: int, old: bytes, new: bytes, page: int, slot: int, diff: bool = False
+    ) -> None:
+        """An UPDATE in place; ``diff``: logged as the engine does when both images are 255
+        bytes or more and their difference compresses, the redo image stored as that difference
+        (``LOG_MVCC_DIFF_UNDOREDO_DATA``)."""
         rec = REC_HOME.to_bytes(2, "little")
-        at = self._data(RVHF_UPDATE_NOTIFY_VACUUM, page, slot, undo=rec + old, redo=rec + new)
+        undo, redo, at = rec + old, rec + new, None
+        if diff and len(undo) >= 255 and len(redo) >= 255:
+            try:
+                at = self._data(
+                    RVHF_UPDATE_NOTIFY_VACUUM, page, slot, undo, redo, "LOG_MVCC_DIFF_UNDOREDO_DATA"
+                )
+            except ValueError:  # the XOR-ed redo does not compress: logged whole
+                pass
+        if at is None:
+            at = self._data(RVHF_UPDATE_NOTIFY_VACUUM, page, slot, undo=undo, redo=redo)
         s = self._supplement("update", _native_oid(class_oid) + _raw_lsa(at) + _raw_lsa(at))
         self.events.append(
             (
@@ -371,14 +385,15 @@ def typed_row(
     in storage order) written with ``representation`` = ``(repid, columns)``. ``mvccid`` gives
     the header of a fresh MVCC insert; ``prev_version`` the NULL previous-version LSA an MVCC
     update's logged after image carries."""
+    return row_encoder(representation).encode(values, mvcc_insid=mvccid, prev_version=prev_version)
+
+
+def row_encoder(representation) -> Any:
+    """An encoder of rows of ``representation`` = ``(repid, columns)``:
+    ``row_encoder(rep).encode(values, mvcc_insid=None, prev_version=False)`` is
+    :func:`typed_row` with the columns read once (for writers of many rows)."""
     repid, columns = representation
-    return _native.encode_row(
-        repid,
-        [_native_column(c) for c in columns],
-        values,
-        mvcc_insid=mvccid,
-        prev_version=prev_version,
-    )
+    return _native.RowEncoder(repid, [_native_column(c) for c in columns])
 
 
 def decode_typed_row(representation, record: bytes) -> Dict[str, str]:
@@ -586,14 +601,21 @@ def _alter_table(
 
 
 def _insert_row(
-    self: Transaction, class_oid: int, representation, values_json, page: int, slot: int
+    self: Transaction,
+    class_oid: int,
+    representation,
+    values_json,
+    page: int,
+    slot: int,
+    row: Optional[bytes] = None,
 ) -> bytes:
     """INSERT of a typed row, logged as :meth:`Transaction.insert` logs it (``RVHF_MVCC_INSERT``
     with the compacted MVCC header, then the INSERT supplemental record). ``representation`` is
     ``(repid, columns)`` (e.g. ``Table.representation()``), ``values_json`` the column values as
-    JSON texts (see :func:`typed_row`). Returns the row as the heap holds it (the event's after
-    image)."""
-    row = typed_row(representation, values_json, mvccid=self.mvccid)
+    JSON texts (see :func:`typed_row`), or ``row`` the row already encoded with this
+    transaction's MVCC id. Returns the row as the heap holds it (the event's after image)."""
+    if row is None:
+        row = typed_row(representation, values_json, mvccid=self.mvccid)
     compact = REC_HOME.to_bytes(2, "little") + row[:8] + row[16:]
     at = self._data(RVHF_MVCC_INSERT, page, slot, redo=compact)
     s = self._supplement("insert", _native_oid(class_oid) + _raw_lsa(at))

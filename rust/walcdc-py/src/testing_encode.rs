@@ -213,11 +213,54 @@ fn encode_row<'py>(
     chn: i32,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let rep = representation_of(repid, &columns)?;
-    let values = values_of(&rep, &values)?;
+    encode_values(py, &rep, &values, mvcc_insid, delid, prev_version, chn)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn encode_values<'py>(
+    py: Python<'py>,
+    rep: &Representation,
+    values: &Bound<'py, PyAny>,
+    mvcc_insid: Option<u64>,
+    delid: Option<u64>,
+    prev_version: bool,
+    chn: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let values = values_of(rep, values)?;
     let header =
         encode::RowHeader { chn, insid: mvcc_insid, delid, prev_version_lsa: prev_version.then_some(u64::MAX) };
-    let rec = encode::encode_row_with_header(&rep, &values, &header).map_err(PyValueError::new_err)?;
+    let rec = encode::encode_row_with_header(rep, &values, &header).map_err(PyValueError::new_err)?;
     Ok(PyBytes::new(py, &rec))
+}
+
+/// `RowEncoder(repid, columns)`: `encode_row` with the representation read once, for writers of
+/// many rows (the benchmark workload).
+#[pyclass(module = "walcdc._native", frozen)]
+struct RowEncoder {
+    rep: Representation,
+}
+
+#[pymethods]
+impl RowEncoder {
+    #[new]
+    fn new(repid: i32, columns: Bound<'_, PyList>) -> PyResult<Self> {
+        Ok(RowEncoder { rep: representation_of(repid, &columns)? })
+    }
+
+    /// `encode(values, mvcc_insid=None, delid=None, prev_version=False, chn=0) -> bytes`, as
+    /// `encode_row`.
+    #[pyo3(signature = (values, mvcc_insid=None, delid=None, prev_version=false, chn=0))]
+    fn encode<'py>(
+        &self,
+        py: Python<'py>,
+        values: Bound<'py, PyAny>,
+        mvcc_insid: Option<u64>,
+        delid: Option<u64>,
+        prev_version: bool,
+        chn: i32,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        encode_values(py, &self.rep, &values, mvcc_insid, delid, prev_version, chn)
+    }
 }
 
 /// `decode_row(repid, columns, record) -> list[str]`: the record's values as CDC JSON texts, in
@@ -252,6 +295,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_class_record, m)?)?;
     m.add_function(wrap_pyfunction!(page_with_checksum, m)?)?;
     m.add_function(wrap_pyfunction!(encode_row, m)?)?;
+    m.add_class::<RowEncoder>()?;
     m.add_function(wrap_pyfunction!(decode_row, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_json, m)?)?;
     m.add_function(wrap_pyfunction!(storage_order, m)?)?;
