@@ -85,6 +85,25 @@ impl Volume {
         }
     }
 
+    /// Drops pages `[first, first + count)` (physical, of `page_size` bytes) from this process's
+    /// resident memory: a forward walk calls it behind itself so that resident memory does not
+    /// grow with the log. The bytes stay in the page cache and a later read maps them again.
+    fn release(&self, first: usize, count: usize, page_size: usize) {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.map {
+            let start = first.saturating_mul(page_size).min(m.len());
+            let len = count.saturating_mul(page_size).min(m.len() - start);
+            if len > 0 {
+                // SAFETY: the map is a shared, read-only map of a file: MADV_DONTNEED only drops
+                // this process's mapping of the pages, and reading them again maps the same
+                // file bytes (no slice handed out changes).
+                let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (first, count, page_size);
+    }
+
     fn is_verified(&self, physical: usize) -> bool {
         self.verified[physical / 64].load(Ordering::Relaxed) & (1 << (physical % 64)) != 0
     }
@@ -636,6 +655,36 @@ impl LogSet {
         // Archives tile the page space contiguously, but are not all the same size: search.
         let i = self.archives.partition_point(|a| a.last_pageid() < pageid);
         self.archives.get(i).filter(|a| a.contains(pageid))
+    }
+
+    /// Tells the system that logical pages `[from, to)` will not be read soon (see
+    /// [`Volume::release`]): where a forward walk has passed, so that its resident memory stays
+    /// bounded however long the log. Reading them again stays correct, only slower.
+    pub fn release_pages(&self, from: i64, to: i64) {
+        let mut run: Option<(usize, i64, i64)> = None; // (volume, first physical, count)
+        let flush = |r: Option<(usize, i64, i64)>| {
+            if let Some((vol, first, count)) = r {
+                self.volumes[vol].release(first as usize, count as usize, self.page_size);
+            }
+        };
+        for pageid in from.max(0)..to {
+            let at = match (self.archive_for(pageid), &self.active) {
+                (Some(a), _) => (a.vol, pageid - a.fpageid + 1),
+                (None, Some(act)) => match self.ring_slot(pageid) {
+                    Some(slot) => (act.vol, slot),
+                    None => continue,
+                },
+                (None, None) => continue,
+            };
+            run = match run {
+                Some((vol, first, count)) if vol == at.0 && first + count == at.1 => Some((vol, first, count + 1)),
+                other => {
+                    flush(other);
+                    Some((at.0, at.1, 1))
+                }
+            };
+        }
+        flush(run);
     }
 
     fn page_bytes(&self, vol: usize, physical: i64) -> Option<&[u8]> {

@@ -109,7 +109,15 @@ pub struct Walker {
     pub end_reason: Option<EndReason>,
     /// The last record returned.
     pub last_lsa: Option<Lsa>,
+    /// Pages below this one, from the walk's start, have been released (`LogSet::release_pages`).
+    released_below: i64,
+    /// How many pages behind itself the walk keeps mapped ([`KEEP_MAPPED_BYTES`]).
+    keep_mapped_pages: i64,
 }
+
+/// How far behind itself a walk keeps pages mapped: the reads a change reader makes back into
+/// the log (chases, rows of open transactions) mostly fall within it.
+const KEEP_MAPPED_BYTES: i64 = 64 << 20;
 
 impl Walker {
     /// A walk from `start` (default: the first record of the set) to `end` (exclusive;
@@ -119,6 +127,7 @@ impl Walker {
             Some(h) => h.append_lsa,
             None => Lsa::new(log.nxarv_pageid(), 0),
         };
+        let log_page_size = log.page_size as i64;
         let start = match start {
             Some(s) => {
                 if s.is_null() || s.pageid < 0 {
@@ -140,6 +149,8 @@ impl Walker {
             end_lsa: None,
             end_reason: None,
             last_lsa: None,
+            released_below: start.pageid.max(0),
+            keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
         })
     }
 
@@ -254,6 +265,16 @@ impl Walker {
     }
 
     /// The next record, `Ok(None)` at the end.
+    /// Releases the pages more than [`KEEP_MAPPED_BYTES`] behind `pageid`, in steps of as much.
+    fn release_behind(&mut self, pageid: i64) {
+        let keep = self.keep_mapped_pages;
+        if pageid - self.released_below >= 2 * keep {
+            let to = pageid - keep;
+            self.log.release_pages(self.released_below, to);
+            self.released_below = to;
+        }
+    }
+
     pub fn next_record(&mut self) -> Result<Option<Record>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
@@ -275,6 +296,7 @@ impl Walker {
                     }
                 }
             }
+            self.release_behind(lsa.pageid);
             let beyond = lsa >= self.must_exist_until;
             match self.log.parse_record(lsa) {
                 Ok(rec) => {
@@ -463,4 +485,63 @@ pub fn find_end(log: &Arc<LogSet>) -> Result<EndOfLog> {
         }
     }
     Ok(EndOfLog { end_lsa: w.end_lsa, reason, last_lsa, skipped: w.skipped })
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::writer::{DataFields, LogWriter, WriterConfig};
+
+    /// Resident bytes of this process's maps of files under `dir` (from /proc/self/smaps).
+    fn resident_under(dir: &std::path::Path) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut ours = false;
+        let mut kb = 0;
+        for line in smaps.lines() {
+            if let Some(first) = line.split_whitespace().next() {
+                if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                    ours = line.contains(dir.to_str().unwrap());
+                    continue;
+                }
+            }
+            if ours && line.starts_with("Rss:") {
+                kb += line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap();
+            }
+        }
+        kb * 1024
+    }
+
+    /// A forward walk keeps at most about twice its window (`keep_mapped_pages`) of the log
+    /// resident, however long the log: the pages it has passed are released.
+    #[test]
+    fn a_walk_keeps_resident_memory_bounded() {
+        let cfg = WriterConfig { page_size: 16384, active_pages: 1024, archive_pages: 1024, ..WriterConfig::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = LogWriter::streaming(cfg, dir.path()).unwrap();
+        let body = vec![7u8; 8000];
+        let fields = DataFields { rcvindex: 1, ..DataFields::default() };
+        let mut n = 0;
+        while w.end_lsa().pageid < 4_000 {
+            // 64 MiB of log
+            w.append(1, crate::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false).unwrap();
+            n += 1;
+        }
+        w.finish(dir.path()).unwrap();
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        let mut walk = Walker::new(log, None, None, OnEncrypted::Raise).unwrap();
+        walk.keep_mapped_pages = 256; // 4 MiB, so that a small log shows it
+        let (mut seen, mut peak) = (0, 0);
+        while let Some(rec) = walk.next_record().unwrap() {
+            std::hint::black_box(rec.lsa);
+            seen += 1;
+            if seen % 200 == 0 {
+                peak = peak.max(resident_under(dir.path()));
+            }
+        }
+        assert_eq!(seen, n);
+        assert!(peak > 0, "the volumes are mapped");
+        // The kernel maps file pages by folios of up to 2 MiB: each of the 5 volumes may hold
+        // one mapped from the open (headers) besides the window.
+        assert!(peak <= 24 << 20, "{} MiB of a 64 MiB log resident", peak >> 20);
+    }
 }
