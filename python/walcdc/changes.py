@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
@@ -12,7 +14,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Un
 import pyarrow as pa
 
 from walcdc import lsa as L
-from walcdc.errors import InvalidArgumentError, LogIOError, argument_error
+from walcdc.errors import InvalidArgumentError, LogError, LogIOError, argument_error
 from walcdc.logset import LogSet, open_log
 from walcdc.options import (
     DDL_SCOPES,
@@ -137,6 +139,52 @@ def _stream_batches(native, convert=None) -> Iterator[pa.RecordBatch]:
     _warn_at_end(native)
 
 
+#: How long a followed log may stay unreadable (a snapshot failing to open) before the error
+#: is raised.
+STALL_SECONDS = 30.0
+
+
+def _follow_batches(
+    native,
+    convert,
+    *,
+    paths: List[str],
+    poll_interval: float,
+    idle_timeout: Optional[float],
+    stop: threading.Event,
+) -> Iterator[pa.RecordBatch]:
+    """A followed log's batches: what is written, then, every ``poll_interval`` seconds, what
+    was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
+    came for ``idle_timeout`` seconds. The last batch of a poll is flushed at once, so an
+    event waits for no batch to fill."""
+    from walcdc import _native
+
+    quiet_since = time.monotonic()
+    failing_since: Optional[float] = None
+    while not stop.is_set():
+        for b in native:
+            quiet_since = time.monotonic()
+            batch = pa.record_batch(b)
+            yield convert(batch) if convert is not None else batch
+        if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
+            break
+        if stop.wait(poll_interval):
+            break
+        try:
+            snapshot = _native.LogSet(paths)
+        except LogError:
+            # A snapshot taken while the server writes may catch it between two steps (an
+            # archive written, the header not yet saying so): look again, for a while.
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if now - failing_since > STALL_SECONDS:
+                raise
+            continue
+        failing_since = None
+        native.refresh(snapshot)
+    _warn_at_end(native)
+
+
 def _warn_at_end(native) -> None:
     """What the stream skipped or dropped, as warnings once it is over."""
     from walcdc.logset import (
@@ -171,16 +219,25 @@ class ChangeStream:
     copying.
     """
 
-    def __init__(self, native, transform=None, info: Optional[Dict[str, Any]] = None):
+    def __init__(
+        self,
+        native,
+        transform=None,
+        info: Optional[Dict[str, Any]] = None,
+        follow: Optional[Dict[str, Any]] = None,
+    ):
         self._native = native
         #: What the stream reads: ``committed_only``, ``db_creation``, ``database``, filters.
         self.info: Dict[str, Any] = dict(info or {})
         native_schema = pa.schema(native.schema())
         self._transform = transform
         self.schema: pa.Schema = transform.schema(native_schema) if transform else native_schema
-        self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(
-            self.schema, _stream_batches(native, transform)
-        )
+        if follow is not None:
+            self._stop = threading.Event()
+            batches = _follow_batches(native, transform, stop=self._stop, **follow)
+        else:
+            batches = _stream_batches(native, transform)
+        self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(self.schema, batches)
 
     # The RecordBatchReader interface.
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -199,6 +256,12 @@ class ChangeStream:
         return self.reader.__arrow_c_stream__(requested_schema)
 
     def close(self) -> None:
+        """Ends the stream. A stream following a live log may be closed from another thread
+        while one reads it: the reader then gets the batches already made and the end."""
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+            return
         self.reader.close()
 
     def __enter__(self) -> ChangeStream:
@@ -316,6 +379,9 @@ def read_changes(
     decode: bool = True,
     redact: bool = True,
     state=None,
+    follow: bool = False,
+    poll_interval: float = 0.2,
+    idle_timeout: Optional[float] = None,
 ) -> ChangeStream:
     """Change events of a log set.
 
@@ -351,6 +417,13 @@ def read_changes(
 
     ``state``: a :meth:`ChangeStream.state` to go on from, reading nothing before it.
 
+    ``follow=True``: follow a live log (a server still writing it): the stream gives what is
+    written, then polls every ``poll_interval`` seconds for more (the header read again, new
+    archives found) and never ends by itself unless ``idle_timeout`` seconds pass with nothing
+    new; :meth:`ChangeStream.close` (from any thread) ends it. Records are read only once what
+    follows them is written, so a page being written is never read half way. Give the log's
+    directory as ``source`` so that new archives are found.
+
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
@@ -379,7 +452,18 @@ def read_changes(
         decode=decode,
         redact=redact,
     )
-    return _open_stream(log, options, batch_size=batch_size, state=state, envelope=envelope)
+    follow_args = None
+    if follow:
+        if poll_interval <= 0 or (idle_timeout is not None and idle_timeout < 0):
+            raise argument_error(
+                "poll_interval", "{} must be positive (and idle_timeout at least 0)"
+            )
+        follow_args = dict(
+            paths=log._paths, poll_interval=float(poll_interval), idle_timeout=idle_timeout
+        )
+    return _open_stream(
+        log, options, batch_size=batch_size, state=state, envelope=envelope, follow=follow_args
+    )
 
 
 #: The defaults of :func:`read_changes`' options (those :func:`_native_options` takes).
@@ -414,13 +498,17 @@ def _open_stream(
     envelope: Optional[str] = None,
     columns=None,
     by_table: bool = False,
+    follow: Optional[Dict[str, Any]] = None,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
     table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
-    :class:`TableChangeStream` of every table's typed changes."""
+    :class:`TableChangeStream` of every table's typed changes; ``follow``: the arguments of
+    :func:`_follow_batches` to follow a live log."""
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
-    native_options = log._native.change_options(**_native_options(log, **options))
+    native_options = log._native.change_options(
+        **_native_options(log, **options), follow=follow is not None
+    )
     native = log._native.changes(
         native_options, batch_size=int(batch_size), state=state, columns=columns, by_table=by_table
     )
@@ -438,7 +526,7 @@ def _open_stream(
         from walcdc.envelope import Debezium
 
         transform = Debezium(info["database"])
-    return ChangeStream(native, transform, info)
+    return ChangeStream(native, transform, info, follow=follow)
 
 
 def _native_options(

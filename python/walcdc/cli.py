@@ -546,6 +546,99 @@ def extract(
         click.echo(f"cursor saved to {cursor_file}", err=True)
 
 
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Append the events to this file as JSON lines (default: stdout).",
+)
+@click.option(
+    "--cursor",
+    "cursor_file",
+    type=click.Path(dir_okay=False),
+    help="Resume from the cursor in FILE (if it exists); after each batch is written and "
+    "flushed, the new cursor is saved there.",
+)
+@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
+@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
+@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
+@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
+@click.option(
+    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
+)
+@click.option(
+    "--poll-interval", default=0.2, show_default=True, help="Seconds between looks at the log."
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    help="Stop after this many seconds with nothing new (default: never).",
+)
+@_command
+def follow(
+    paths,
+    output,
+    cursor_file,
+    tables,
+    exclude_tables,
+    users,
+    ops,
+    envelope,
+    poll_interval,
+    idle_timeout,
+) -> None:
+    """Follows a live log (a server still writing it) and writes each committed transaction's
+    events as JSON lines as soon as its commit is flushed, until SIGINT or SIGTERM (or
+    --idle-timeout). Give the log's directory so that new archives are found.
+
+    With --cursor, a restart goes on after the last batch whose cursor was saved: a crash
+    between writing a batch and saving its cursor repeats that batch (at least once).
+    """
+    import signal
+
+    from walcdc.changes import Cursor
+    from walcdc.sinks.files import JsonLinesSink
+
+    cursor = None
+    if cursor_file and os.path.exists(cursor_file):
+        cursor = Cursor.load(cursor_file)
+    stream = walcdc.read_changes(
+        _open(list(paths)),
+        tables=list(tables) or None,
+        exclude_tables=list(exclude_tables) or None,
+        users=list(users) or None,
+        ops=list(ops) or None,
+        envelope=envelope,
+        cursor=cursor,
+        follow=True,
+        poll_interval=poll_interval,
+        idle_timeout=idle_timeout,
+        batch_size=4096,
+    )
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stream.close())
+    out = open(output, "ab") if output else sys.stdout.buffer  # noqa: SIM115
+    rows = 0
+    try:
+        sink = JsonLinesSink(out, stream.schema, {})
+        for batch in stream:
+            sink.write(batch)
+            out.flush()
+            if output:
+                os.fsync(out.fileno())
+            rows += batch.num_rows
+            if cursor_file:
+                stream.cursor.save(cursor_file)
+        if cursor_file:
+            stream.cursor.save(cursor_file)
+    finally:
+        if output:
+            out.close()
+    click.echo(f"{rows:,} events written; stopped", err=True)
+
+
 def _extract_by_table(log, output, cursor_file, progress, **options) -> None:
     from walcdc.sinks.tables import write_tables
 

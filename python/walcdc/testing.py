@@ -103,6 +103,14 @@ class LogWriter:
         """Where the next record would go."""
         return self._w.end_lsa()
 
+    def flush(self, torn: Optional[int] = None) -> None:
+        """Live writing (a ``stream_to`` writer): writes the pages appended since the last
+        flush into their ring slots of the active volume, the last one with an end-of-log
+        marker at the append position, then the header (a running server's: not shut down),
+        as CUBRID flushes its log. ``torn``: only the first ``torn`` bytes of the last page and
+        no header (a flush cut short)."""
+        self._w.flush(torn)
+
     def finish(self, directory: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
         """Writes the volumes; returns their paths, the end-of-log LSA and the record LSAs."""
         os.makedirs(directory, exist_ok=True)

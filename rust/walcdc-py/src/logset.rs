@@ -104,7 +104,8 @@ impl PyLogSet {
     /// The options of a change stream (see `walcdc.read_changes`), checked once.
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true))]
+        on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
+        follow=false))]
     #[allow(clippy::too_many_arguments)]
     fn change_options(
         &self,
@@ -127,6 +128,7 @@ impl PyLogSet {
         keys: &str,
         include_ddl: &str,
         redact: bool,
+        follow: bool,
     ) -> PyResult<PyChangeOptions> {
         let ops = parse_ops(py, ops)?;
         let inner = ChangeOptions {
@@ -149,6 +151,7 @@ impl PyLogSet {
             include_ddl: parse_option(py, include_ddl)?,
             redact,
             values: false,
+            follow,
         };
         Ok(PyChangeOptions { inner })
     }

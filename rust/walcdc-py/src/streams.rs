@@ -197,6 +197,24 @@ impl ChangeBatches {
         self.reader.is_done()
     }
 
+    /// Following a live log: goes on in `log`, a fresh snapshot of the same log set (the header
+    /// read again, new archives found). Returns whether the stream had reached the end of what
+    /// was written.
+    fn refresh(&mut self, py: Python<'_>, log: PyRef<'_, crate::logset::PyLogSet>) -> PyResult<bool> {
+        let (reader, builder, log) = (&mut self.reader, &mut self.builder, log.inner.clone());
+        py.detach(|| -> walcdc_core::Result<bool> {
+            let moved = reader.refresh(log)?;
+            builder.set_volume_names(&reader.volume_names());
+            Ok(moved)
+        })
+        .map_err(|e| to_py(py, e))
+    }
+
+    /// Where the walk stopped, and why (`"live_tail"` at the end of what a live log holds).
+    fn end_reason(&self) -> Option<&'static str> {
+        self.reader.end_reason().map(|r| r.as_str())
+    }
+
     /// Encrypted page runs skipped so far.
     fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         skipped_list(py, self.reader.skipped())

@@ -104,6 +104,14 @@ impl PyLogWriter {
         Ok(self.writer()?.end_lsa().to_key())
     }
 
+    /// Live writing (a streaming writer): writes what was appended since the last flush into
+    /// the active volume as a running server flushes its log (see `LogWriter::flush`).
+    #[pyo3(signature = (torn=None))]
+    fn flush(&mut self, py: Python<'_>, torn: Option<usize>) -> PyResult<()> {
+        let w = self.writer()?;
+        py.detach(|| w.flush(torn)).map_err(|e| PyOSError::new_err(e.to_string()))
+    }
+
     /// Writes the volumes into `directory`, as after a clean shutdown.
     fn finish<'py>(&mut self, py: Python<'py>, directory: PathBuf) -> PyResult<Bound<'py, PyDict>> {
         let w = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("the writer has already finished"))?;

@@ -75,6 +75,9 @@ pub trait EventBatchBuilder: Send + Sync {
     }
     /// The batch of the events appended since the last one.
     fn finish(&mut self) -> RecordBatch;
+    /// The names of the volumes events' `vol` ids stand for, when they change (a followed
+    /// log's new volumes; see `ChangeReader::volume_names`).
+    fn set_volume_names(&mut self, _names: &[String]) {}
 }
 
 /// Fills the columns of `read_changes()` one event at a time.
@@ -276,6 +279,10 @@ impl EventBatchBuilder for ChangesBuilder {
 
     fn finish(&mut self) -> RecordBatch {
         ChangesBuilder::finish(self)
+    }
+
+    fn set_volume_names(&mut self, names: &[String]) {
+        self.file_values = Arc::new(StringArray::from_iter_values(names.iter()));
     }
 }
 

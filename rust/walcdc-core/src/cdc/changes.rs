@@ -199,6 +199,34 @@ pub struct ChangeReader {
     /// The catalog at the end of the log (for `KeyMode::NameNow`).
     catalog_now: Option<Catalog>,
     classes: ClassTracker,
+    /// Following a live log: events' `vol` are ids stable across snapshots of the log set
+    /// (whose volume indexes change as archives appear and go).
+    volume_ids: Option<VolumeIds>,
+}
+
+/// Volume ids that stay the same across snapshots of a followed log set: every volume name
+/// seen gets the next id.
+#[derive(Default)]
+struct VolumeIds {
+    names: Vec<String>,
+    /// This snapshot's volume index -> id.
+    of_index: Vec<u16>,
+}
+
+impl VolumeIds {
+    fn map(&mut self, log: &LogSet) {
+        self.of_index = log
+            .volumes()
+            .iter()
+            .map(|v| match self.names.iter().position(|n| *n == v.name) {
+                Some(i) => i as u16,
+                None => {
+                    self.names.push(v.name.clone());
+                    (self.names.len() - 1) as u16
+                }
+            })
+            .collect();
+    }
 }
 
 impl ChangeReader {
@@ -219,7 +247,10 @@ impl ChangeReader {
             skip_events = c.txn_offset;
             skip_before = Some(c.position);
         }
-        let walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
+        let mut walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
+        if opts.follow {
+            walker = walker.follow();
+        }
         // Tables defined before the start are known from the class records before it.
         let (catalog, classes, staging) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
@@ -266,7 +297,10 @@ impl ChangeReader {
             });
         }
         opts.start = Some(state.position);
-        let walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
+        let mut walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
+        if opts.follow {
+            walker = walker.follow();
+        }
         Self::assemble(log, opts, walker, state, 0)
     }
 
@@ -289,6 +323,11 @@ impl ChangeReader {
         }
         let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
         let buffered = state.txns.values().map(|t| t.bytes).sum();
+        let volume_ids = opts.follow.then(|| {
+            let mut ids = VolumeIds::default();
+            ids.map(&log);
+            ids
+        });
         let stats = ChangeStats { supplemental_records: state.supplemental_records, ..ChangeStats::default() };
         Ok(ChangeReader {
             reads_at_start: log.random_reads(),
@@ -309,6 +348,7 @@ impl ChangeReader {
             stats,
             pending: Vec::new(),
             extractor: Extractor::default(),
+            volume_ids,
             catalog,
             catalog_now,
             classes: state.classes,
@@ -371,6 +411,38 @@ impl ChangeReader {
 
     pub fn log(&self) -> &Arc<LogSet> {
         &self.log
+    }
+
+    /// The names of the volumes events' `vol` stand for (following a live log, ids that stay
+    /// the same across snapshots; otherwise the log set's volume indexes).
+    pub fn volume_names(&self) -> Vec<String> {
+        match &self.volume_ids {
+            Some(ids) => ids.names.clone(),
+            None => self.log.volumes().iter().map(|v| v.name.clone()).collect(),
+        }
+    }
+
+    /// Following a live log (`ChangeOptions::follow`): goes on in `log`, a later snapshot of
+    /// the same log set (its header read again, new archives), from where the written log
+    /// ended. Returns whether the reader had reached that end (otherwise nothing changes).
+    pub fn refresh(&mut self, log: Arc<LogSet>) -> Result<bool> {
+        match self.walker.resume_on(log.clone())? {
+            Some(walker) => {
+                self.walker = walker;
+                self.reads_at_start = log.random_reads();
+                if let Some(ids) = self.volume_ids.as_mut() {
+                    ids.map(&log);
+                }
+                self.log = log;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Why the walk ended, once it has.
+    pub fn end_reason(&self) -> Option<crate::walker::EndReason> {
+        self.walker.end_reason
     }
 
     /// Runs of encrypted pages skipped so far (with `on_encrypted = Skip`).
@@ -462,10 +534,16 @@ impl ChangeReader {
                 return Ok(None);
             }
             match self.walker.next_record()? {
-                Some(rec) => {
+                Some(mut rec) => {
+                    if let Some(ids) = &self.volume_ids {
+                        rec.vol = ids.of_index[rec.vol as usize];
+                    }
                     self.stats.records += 1;
                     self.process(&rec)?;
                 }
+                // Following: the written log ends here for now; the reader keeps what it
+                // knows (open transactions included) until `refresh` gives it more.
+                None if self.opts.follow => return Ok(None),
                 None => self.finish()?,
             }
         }

@@ -341,6 +341,9 @@ pub struct ChangeOptions {
     pub redact: bool,
     /// Schemas of tables whose class records are not in the log (a schema file).
     pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
+    /// Follow a live log: the reader stops where the written log ends for now, keeping what it
+    /// knows, and goes on in a later snapshot of the log ([`crate::changes::ChangeReader::refresh`]).
+    pub follow: bool,
 }
 
 impl ChangeOptions {
@@ -400,6 +403,7 @@ impl Default for ChangeOptions {
             include_ddl: DdlScope::Matching,
             redact: true,
             user_schemas: Vec::new(),
+            follow: false,
         }
     }
 }

@@ -73,6 +73,9 @@ pub enum EndReason {
     EncryptedTail,
     /// The caller's `end` LSA.
     Requested,
+    /// Following a live log: what comes next is not (completely) written yet, or a page is
+    /// being rewritten; a later snapshot of the log goes on from here ([`Walker::resume_on`]).
+    LiveTail,
 }
 
 impl EndReason {
@@ -84,6 +87,7 @@ impl EndReason {
             EndReason::EndOfVolumes => "end_of_volumes",
             EndReason::EncryptedTail => "encrypted_tail",
             EndReason::Requested => "requested_end",
+            EndReason::LiveTail => "live_tail",
         }
     }
 }
@@ -113,6 +117,11 @@ pub struct Walker {
     released_below: i64,
     /// How many pages behind itself the walk keeps mapped ([`KEEP_MAPPED_BYTES`]).
     keep_mapped_pages: i64,
+    /// Following a live log ([`Walker::follow`]).
+    live: bool,
+    /// Where the walk stopped at the end of what was written, to go on from in a later
+    /// snapshot of the log (the record expected there, or `(page, -1)`).
+    stopped_at: Option<Lsa>,
 }
 
 /// How far behind itself a walk keeps pages mapped: the reads a change reader makes back into
@@ -151,6 +160,8 @@ impl Walker {
             last_lsa: None,
             released_below: start.pageid.max(0),
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
+            live: false,
+            stopped_at: None,
         })
     }
 
@@ -275,6 +286,60 @@ impl Walker {
         }
     }
 
+    /// Reads the log as a server is still writing it: a record is returned only once what
+    /// follows it is written (the next record's header, or the end marker, points back to it),
+    /// and read again then, so that no half-copied record is ever returned; a page failing its
+    /// checksum, or anything unreadable past the header's append position, ends the walk at
+    /// [`EndReason::LiveTail`] instead of failing it.
+    pub fn follow(mut self) -> Walker {
+        self.live = true;
+        self
+    }
+
+    /// A walk over `log` (a later snapshot of the same log set) from where this one stopped at
+    /// the end of what was written; `None` if it did not stop there (it ended at the caller's
+    /// end, or has not ended).
+    pub fn resume_on(&self, log: Arc<LogSet>) -> Result<Option<Walker>> {
+        let Some(at) = self.stopped_at else { return Ok(None) };
+        if log.db_creation != self.log.db_creation {
+            return Err(LogError::Mismatch {
+                file: log.set_name(),
+                msg: format!(
+                    "the log now belongs to another database (db_creation {}, was {}): not followed",
+                    log.db_creation, self.log.db_creation
+                ),
+            });
+        }
+        let mut w = Walker::new(log, Some(at), self.end, self.on_encrypted)?;
+        w.live = self.live;
+        w.keep_mapped_pages = self.keep_mapped_pages;
+        Ok(Some(w))
+    }
+
+    /// Whether what follows `rec` is written: the header at its `forw_lsa` is the next record's
+    /// or the end marker, and points back to `rec`.
+    fn sealed(&self, rec: &Record) -> bool {
+        let next = rec.forw_lsa;
+        let area = self.log.page_size - crate::page::PAGE_HEADER_SIZE;
+        if next.is_null() || next.offset < 0 || next.offset as usize + crate::record::RECORD_HEADER_SIZE > area {
+            return false;
+        }
+        let Fetch::Ok(page) = self.log.fetch(next.pageid) else { return false };
+        let at = crate::page::PAGE_HEADER_SIZE + next.offset as usize;
+        let h = &page.bytes[at..at + crate::record::RECORD_HEADER_SIZE];
+        let back = Lsa::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
+        let rectype = i32::from_le_bytes([h[28], h[29], h[30], h[31]]);
+        back == rec.lsa
+            && (rectype == crate::rectype::LOG_END_OF_LOG || crate::rectype::data_header_size(rectype).is_some())
+    }
+
+    /// Ends a live walk where the written log ends for now.
+    fn live_tail(&mut self, at: Lsa) -> Result<Option<Record>> {
+        let r = self.finish(Some(at), EndReason::LiveTail);
+        self.stopped_at = Some(at);
+        r
+    }
+
     pub fn next_record(&mut self) -> Result<Option<Record>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
@@ -284,11 +349,16 @@ impl Walker {
                 }
             }
             if lsa.offset < 0 {
-                match self.first_record_from(lsa.pageid)? {
+                let first = match self.first_record_from(lsa.pageid) {
+                    Err(LogError::Checksum { .. }) if self.live => return self.live_tail(lsa),
+                    other => other?,
+                };
+                match first {
                     Some(l) => {
                         self.next = Some(l);
                         continue;
                     }
+                    None if self.live => return self.live_tail(lsa),
                     None => {
                         let reason =
                             if self.log.active.is_none() { EndReason::EndOfVolumes } else { EndReason::Unwritten };
@@ -298,7 +368,36 @@ impl Walker {
             }
             self.release_behind(lsa.pageid);
             let beyond = lsa >= self.must_exist_until;
-            match self.log.parse_record(lsa) {
+            let parsed = self.log.parse_record(lsa);
+            if self.live {
+                match parsed {
+                    Ok(rec) if self.sealed(&rec) => {
+                        // Read again now that what follows is written: a record half copied
+                        // when first read is complete now.
+                        match self.log.parse_record(lsa) {
+                            Ok(again) if again.forw_lsa == rec.forw_lsa => {
+                                self.last_lsa = Some(lsa);
+                                self.next = Some(again.forw_lsa);
+                                return Ok(Some(again));
+                            }
+                            _ => return self.live_tail(lsa),
+                        }
+                    }
+                    Ok(_) | Err(ParseProblem::EndMarker) | Err(ParseProblem::NullForward) => {
+                        return self.live_tail(lsa)
+                    }
+                    Err(ParseProblem::Page { problem: PageProblem::BadChecksum { .. }, .. }) => {
+                        return self.live_tail(lsa)
+                    }
+                    Err(ParseProblem::Page { problem: PageProblem::Absent(_), .. }) | Err(ParseProblem::Invalid(_))
+                        if beyond =>
+                    {
+                        return self.live_tail(lsa)
+                    }
+                    _ => {} // below the header's append position: as for a finished log
+                }
+            }
+            match parsed {
                 Ok(rec) => {
                     self.last_lsa = Some(lsa);
                     self.next = Some(rec.forw_lsa);

@@ -121,6 +121,12 @@ pub struct LogWriter {
     records: Vec<Lsa>,
     max_trid: i32,
     max_mvccid: u64,
+    /// Live writing ([`LogWriter::flush`]): the first page the next flush writes (the page of
+    /// the last flush's end marker, which the next records fill further).
+    flushed_from: i64,
+    /// Flushed at least once: archives are then written by `flush`, as the engine archives
+    /// flushed pages.
+    live: bool,
 }
 
 /// Whether two paths name the same directory (`out` and `./out` do).
@@ -312,6 +318,8 @@ impl LogWriter {
             records: Vec::new(),
             max_trid: 0,
             max_mvccid: 0,
+            flushed_from: 0,
+            live: false,
         })
     }
 
@@ -511,19 +519,34 @@ impl LogWriter {
         while last + 1 - n > self.archive_trids.len() as i64 * k {
             self.archive_trids.push(self.max_trid.saturating_add(1).max(1));
         }
+        if self.live {
+            return Ok(()); // written by `flush`, from flushed pages, before their slots are reused
+        }
+        self.write_archives(self.archive_trids.len() as i64)
+    }
+
+    /// Streaming: writes the certain archives below number `upto` not written yet, and drops
+    /// the pages no later ring or archive needs.
+    fn write_archives(&mut self, upto: i64) -> io::Result<()> {
+        let (n, k) = (self.cfg.active_pages as i64, self.cfg.archive_pages);
+        let last = self.pos.pageid;
         let Some((dir, written)) = &self.stream else { return Ok(()) };
-        let (dir, ps) = (dir.clone(), self.cfg.page_size);
+        let dir = dir.clone();
         let mut i = written.len() as i64;
-        while i < self.archive_trids.len() as i64 {
+        while i < upto.min(self.archive_trids.len() as i64) {
             let file = self.archive_file(i, self.archive_trids[i as usize]);
             let path = dir.join(format!("{}_lgar{i:03}", self.cfg.prefix));
-            fs::write(&path, &file)?;
+            // Written whole under a temporary name, then renamed (as the engine's background
+            // archiving does with `<db>_lgar_t`): a reader never sees half an archive.
+            let tmp = dir.join(format!("{}_lgar_t", self.cfg.prefix));
+            fs::write(&tmp, &file)?;
+            fs::rename(&tmp, &path)?;
             self.stream.as_mut().expect("streaming").1.push(path);
             i += 1;
         }
         let keep_from = (i * k).min(last - n + 1);
         if keep_from > self.base {
-            let drop = (keep_from - self.base) as usize * ps;
+            let drop = (keep_from - self.base) as usize * self.cfg.page_size;
             self.buf.drain(..drop);
             self.base = keep_from;
         }
@@ -607,37 +630,8 @@ impl LogWriter {
             slot_page[..14].fill(FILL);
             slot_page[ps - 8..].fill(FILL);
         }
-        file[..ps].fill(FILL);
         let end_lsa = end.lsa();
-        let h = header_page(&mut file[..ps]);
-        h[..ACTIVE_HEADER_SIZE].fill(0);
-        put(h, 0, ACTIVE_MAGIC);
-        put(h, 32, &self.cfg.db_creation.to_le_bytes());
-        put(h, 40, self.cfg.release.as_bytes());
-        put(h, 56, &DB_COMPATIBILITY.to_le_bytes());
-        put(h, 60, &(ps as i16).to_le_bytes()); // db_iopagesize
-        put(h, 62, &(ps as i16).to_le_bytes()); // db_logpagesize
-        h[64] = 1; // is_shutdown
-        put(h, 68, &next_trid.to_le_bytes());
-        put(h, 72, &self.max_mvccid.saturating_add(1).max(MVCCID_FIRST).to_le_bytes());
-        put(h, 88, &(n as i32).to_le_bytes());
-        put(h, 96, &fpageid.to_le_bytes());
-        put_lsa(h, 104, end_lsa); // append_lsa
-        put_lsa(h, 112, end_lsa); // chkpt_lsa
-        put(h, 120, &nxarv.to_le_bytes());
-        put(h, 128, &(slot(nxarv) as i32).to_le_bytes());
-        put(h, 132, &(m as i32).to_le_bytes());
-        put(h, 136, &(-1i32).to_le_bytes()); // last_arv_num_for_syscrashes
-        put(h, 140, &(-1i32).to_le_bytes()); // last_deleted_arv_num
-        for off in [144, 152, 160] {
-            put_lsa(h, off, Lsa::NULL); // backup LSAs
-        }
-        put(h, 168, prefix.as_bytes());
-        put(h, 308, &(-1i32).to_le_bytes()); // ha_file_status
-        put_lsa(h, 312, end_lsa); // eof_lsa
-        put_lsa(h, 320, Lsa::NULL); // smallest_lsa_at_last_chkpt
-        put_lsa(h, 328, Lsa::NULL); // mvcc_op_log_lsa
-        set_checksum(&mut file[..ps]);
+        file[..ps].copy_from_slice(&self.active_header(end_lsa, next_trid, nxarv, m, fpageid, true));
         for p in (last - n + 1).max(0)..=last {
             let dst = slot(p) as usize * ps;
             file[dst..dst + ps].copy_from_slice(page(p));
@@ -646,6 +640,118 @@ impl LogWriter {
         fs::write(&active, &file)?;
 
         Ok(WrittenLog { active, archives, end_lsa, records: self.records })
+    }
+}
+
+impl LogWriter {
+    /// The active volume's header page (`LOG_HEADER`, checksum set) for a log whose append
+    /// position is `end_lsa`; `shutdown`: as after a clean shutdown (else as a running server's).
+    fn active_header(&self, end_lsa: Lsa, next_trid: i32, nxarv: i64, m: i64, fpageid: i64, shutdown: bool) -> Vec<u8> {
+        let (ps, n) = (self.cfg.page_size, self.cfg.active_pages as i64);
+        let slot = |p: i64| (p - fpageid).rem_euclid(n) + 1;
+        let mut page = vec![FILL; ps];
+        let h = header_page(&mut page);
+        h[..ACTIVE_HEADER_SIZE].fill(0);
+        put(h, 0, ACTIVE_MAGIC);
+        put(h, 32, &self.cfg.db_creation.to_le_bytes());
+        put(h, 40, self.cfg.release.as_bytes());
+        put(h, 56, &DB_COMPATIBILITY.to_le_bytes());
+        put(h, 60, &(ps as i16).to_le_bytes()); // db_iopagesize
+        put(h, 62, &(ps as i16).to_le_bytes()); // db_logpagesize
+        h[64] = u8::from(shutdown); // is_shutdown
+        put(h, 68, &next_trid.to_le_bytes());
+        put(h, 72, &self.max_mvccid.saturating_add(1).max(MVCCID_FIRST).to_le_bytes());
+        put(h, 88, &(n as i32).to_le_bytes());
+        put(h, 96, &fpageid.to_le_bytes());
+        put_lsa(h, 104, end_lsa); // append_lsa
+        put_lsa(h, 112, if shutdown { end_lsa } else { Lsa::new(0, 0) }); // chkpt_lsa
+        put(h, 120, &nxarv.to_le_bytes());
+        put(h, 128, &(slot(nxarv) as i32).to_le_bytes());
+        put(h, 132, &(m as i32).to_le_bytes());
+        put(h, 136, &(-1i32).to_le_bytes()); // last_arv_num_for_syscrashes
+        put(h, 140, &(-1i32).to_le_bytes()); // last_deleted_arv_num
+        for off in [144, 152, 160] {
+            put_lsa(h, off, Lsa::NULL); // backup LSAs
+        }
+        put(h, 168, self.cfg.prefix.as_bytes());
+        put(h, 308, &(-1i32).to_le_bytes()); // ha_file_status
+        put_lsa(h, 312, end_lsa); // eof_lsa
+        put_lsa(h, 320, Lsa::NULL); // smallest_lsa_at_last_chkpt
+        put_lsa(h, 328, Lsa::NULL); // mvcc_op_log_lsa
+        set_checksum(&mut page);
+        page
+    }
+
+    /// Live writing, as a running server flushes its log: writes the pages appended since the
+    /// last flush into their ring slots of `<dir>/<prefix>_lgat` (created on the first flush),
+    /// page by page in log order, the last one from a copy holding an end-of-log marker at the
+    /// append position, then the header page (`append_lsa` there, not shut down). Archives are
+    /// written as they become certain, before the ring slots of their pages are reused (a
+    /// streaming writer into `dir`). `torn`: write only the first `torn` bytes of the last page
+    /// (a flush cut short by a crash), and no header.
+    pub fn flush(&mut self, torn: Option<usize>) -> io::Result<()> {
+        use std::io::{Seek, SeekFrom, Write};
+        let Some((dir, _)) = &self.stream else {
+            return Err(io::Error::other("flush needs a streaming writer (LogWriter::streaming)"));
+        };
+        let (ps, n, k) = (self.cfg.page_size, self.cfg.active_pages as i64, self.cfg.archive_pages);
+        let path = dir.join(format!("{}_lgat", self.cfg.prefix));
+        let end = self.pos;
+        if !path.exists() {
+            // The volume as createdb leaves it (fileio_format's pattern in every slot, which
+            // fails the identity check; a header with nothing appended), made under another
+            // name and renamed, so that a reader never opens half a volume.
+            let mut blank = vec![0u8; ps * (n as usize + 1)];
+            for slot_page in blank.chunks_exact_mut(ps) {
+                slot_page[..14].fill(FILL);
+                slot_page[ps - 8..].fill(FILL);
+            }
+            blank[..ps].copy_from_slice(&self.active_header(Lsa::new(0, 0), 1, 0, 0, 0, false));
+            let tmp = path.with_extension("init");
+            fs::write(&tmp, &blank)?;
+            fs::rename(&tmp, &path)?;
+        }
+        let mut file = fs::OpenOptions::new().write(true).open(&path)?;
+        let last = end.pageid;
+        let fpageid = (last / n) * n;
+        let slot = |p: i64| (p - fpageid).rem_euclid(n) + 1;
+        let next_trid = self.max_trid.saturating_add(1).max(1);
+        self.ensure_page(last);
+        self.live = true;
+        let first = self.flushed_from.max(self.base).max(last - n + 1).max(0);
+        for p in first..=last {
+            // The archive of the page this slot held is written before the slot is reused.
+            if p >= n {
+                self.write_archives((p - n) / k + 1)?;
+            }
+            let src = (p - self.base) as usize * ps;
+            let mut page = self.buf[src..src + ps].to_vec();
+            if p == last {
+                // The end marker, in the copy only: the next record takes its place.
+                let at = PAGE_HEADER_SIZE + end.off;
+                if i16::from_le_bytes([page[8], page[9]]) == -1 {
+                    page[8..10].copy_from_slice(&(end.off as i16).to_le_bytes());
+                }
+                let h = &mut page[at..at + RECORD_HEADER_SIZE];
+                put_lsa(h, 0, Lsa::NULL);
+                put_lsa(h, 8, self.last_lsa);
+                put_lsa(h, 16, Lsa::NULL);
+                put(h, 24, &next_trid.to_le_bytes());
+                put(h, 28, &LOG_END_OF_LOG.to_le_bytes());
+            }
+            set_checksum(&mut page);
+            let len = if p == last { torn.unwrap_or(ps).min(ps) } else { ps };
+            file.seek(SeekFrom::Start(slot(p) as u64 * ps as u64))?;
+            file.write_all(&page[..len])?;
+        }
+        self.flushed_from = last;
+        if torn.is_none() {
+            let m = self.stream.as_ref().map_or(0, |(_, w)| w.len() as i64);
+            let header = self.active_header(end.lsa(), next_trid, m * k, m, fpageid, false);
+            file.seek(SeekFrom::Start(0))?;
+            file.write_all(&header)?;
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,164 @@
+"""Following a live log (``read_changes(follow=True)``, ``walcdc follow``): another process
+writes and flushes the log as a server does (tests/live_writer.py: pages flushed while
+transactions are open, flushes cut short mid-page, the ring wrapping, archives appearing) while
+the stream follows it; what the stream gives must be exactly the writer's committed changes,
+each once. Every loop here is bounded in time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import walcdc
+from walcdc.testing import LogWriter, Workload, cdc_oid
+
+HERE = Path(__file__).resolve().parent
+KEYS = ("lsa", "trid", "commit_lsa", "op", "class_oid", "row_oid")
+
+
+def _start_writer(directory: Path, seed: int, transactions: int, ring_pages: int = 24):
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "live_writer.py"),
+            str(directory),
+            str(seed),
+            str(transactions),
+            str(ring_pages),
+        ]
+    )
+    deadline = time.monotonic() + 30
+    while not (directory / "walcdc_lgat").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the writer did not start"
+        time.sleep(0.01)
+    return proc
+
+
+def _as_model(row) -> dict:
+    out = {k: row[k] for k in KEYS}
+    for k in ("before_image", "after_image"):
+        out[k] = row[k].hex() if row[k] is not None else None
+    return out
+
+
+def _model(directory: Path) -> list:
+    return [
+        {k: e[k] for k in KEYS + ("before_image", "after_image")}
+        for e in json.loads((directory / "model.json").read_text())
+    ]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_following_a_live_log_gives_exactly_the_committed_changes(tmp_path, seed):
+    writer = _start_writer(tmp_path, seed, 400)
+    stream = walcdc.read_changes(
+        tmp_path, follow=True, poll_interval=0.02, idle_timeout=3, decode=False, batch_size=50
+    )
+    rows, early = [], 0
+    try:
+        for batch in stream:
+            if writer.poll() is None:
+                early += batch.num_rows  # read while the writer was still writing
+            rows += batch.to_pylist()
+    finally:
+        writer.wait(timeout=60)
+    assert writer.returncode == 0
+    model = _model(tmp_path)
+    assert len(model) > 1000
+    assert [_as_model(r) for r in rows] == model
+    assert early > 0, "nothing was read while the log was being written"
+    archives = [p for p in os.listdir(tmp_path) if "_lgar" in p]
+    assert len(archives) > 5, "the ring should have wrapped into archives"
+    assert stream.cursor.last_commit_lsa == max(r["commit_lsa"] for r in rows)
+
+
+def _finished_log(directory: Path, db_creation: int = 1_700_000_000) -> list:
+    w = LogWriter(page_size=4096, active_pages=16, archive_pages=8, db_creation=db_creation)
+    work = Workload(w)
+    for i in range(30):
+        t = work.begin(1 + i % 3)
+        t.insert(cdc_oid(0, 200, 1), bytes([i]) * 50, 1000, 1 + i)
+        t.commit()
+    w.finish(directory)
+    return [e for txn in work.committed for e in txn]
+
+
+def test_close_from_another_thread_ends_the_stream(tmp_path):
+    events = _finished_log(tmp_path)
+    stream = walcdc.read_changes(tmp_path, follow=True, poll_interval=0.05, decode=False)
+    timer = threading.Timer(0.5, stream.close)
+    timer.start()
+    started = time.monotonic()
+    rows = stream.read_all()
+    assert time.monotonic() - started < 10
+    assert rows.num_rows == len(events)
+
+
+def test_idle_timeout_ends_the_stream(tmp_path):
+    _finished_log(tmp_path)
+    started = time.monotonic()
+    rows = walcdc.read_changes(
+        tmp_path, follow=True, poll_interval=0.05, idle_timeout=0.3
+    ).read_all()
+    assert 0.3 <= time.monotonic() - started < 10 and rows.num_rows == 30
+
+
+def test_another_database_in_the_directory_is_refused(tmp_path):
+    _finished_log(tmp_path)
+    other = tmp_path / "other"
+    _finished_log(other, db_creation=1_800_000_000)
+    stream = walcdc.read_changes(tmp_path, follow=True, poll_interval=0.05, idle_timeout=5)
+    first = stream.read_next_batch()
+    assert first.num_rows == 30
+    for f in os.listdir(other):  # the files replaced (renamed over: the old ones stay mapped)
+        os.replace(other / f, tmp_path / f)
+    with pytest.raises(walcdc.MismatchedLogSetError, match="another database"):
+        stream.read_next_batch()
+
+
+def test_refused_arguments(tmp_path):
+    _finished_log(tmp_path)
+    with pytest.raises(walcdc.InvalidArgumentError, match="poll_interval"):
+        walcdc.read_changes(tmp_path, follow=True, poll_interval=0)
+
+
+def test_walcdc_follow_writes_json_lines_and_stops_on_sigterm(tmp_path):
+    log = tmp_path / "log"
+    _finished_log(log)
+    out, cursor = tmp_path / "events.jsonl", tmp_path / "cursor.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "walcdc.cli",
+        "follow",
+        str(log),
+        "-o",
+        str(out),
+        "--cursor",
+        str(cursor),
+        "--poll-interval",
+        "0.05",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not cursor.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 30 and [x["op"] for x in lines] == ["insert"] * 30
+    saved = walcdc.Cursor.load(cursor)
+    assert saved.last_commit_lsa == lines[-1]["commit_lsa"]
+    # Run again from the cursor: nothing new, nothing repeated.
+    again = subprocess.run(cmd + ["--idle-timeout", "0.3"], capture_output=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert len(out.read_text().splitlines()) == 30
