@@ -545,7 +545,9 @@ impl LogWriter {
             i += 1;
         }
         let keep_from = (i * k).min(last - n + 1);
-        if keep_from > self.base {
+        // Dropped an archive's worth at a time: draining the front of the buffer moves the
+        // rest, which page by page would cost a ring's bytes per page.
+        if keep_from >= self.base + k {
             let drop = (keep_from - self.base) as usize * self.cfg.page_size;
             self.buf.drain(..drop);
             self.base = keep_from;
