@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -162,3 +163,55 @@ def test_walcdc_follow_writes_json_lines_and_stops_on_sigterm(tmp_path):
     again = subprocess.run(cmd + ["--idle-timeout", "0.3"], capture_output=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert len(out.read_text().splitlines()) == 30
+
+
+def _live_log(directory: Path):
+    """A writer flushing like a server (small ring: archives appear quickly)."""
+    w = LogWriter(page_size=4096, active_pages=16, archive_pages=8, stream_to=directory)
+    return w, Workload(w)
+
+
+def _transactions(w, work, n: int, start: int) -> None:
+    for i in range(start, start + n):
+        t = work.begin(1 + i % 3)
+        body = random.Random(i).randbytes(700)  # incompressible: pages fill quickly
+        t.insert(cdc_oid(0, 200, 1), body, 1000, 1 + i % 500)
+        t.commit()
+    w.flush()
+
+
+def test_archives_removed_behind_the_stream_are_not_missed(tmp_path):
+    w, work = _live_log(tmp_path)
+    _transactions(w, work, 150, 0)
+    stream = walcdc.read_changes(tmp_path, follow=True, poll_interval=0.05, idle_timeout=1)
+    batches = iter(stream)
+    first = next(batches)
+    assert first.num_rows == 150
+    # Everything read so far: the archives the cursor no longer needs may go.
+    needed = walcdc.open_log(tmp_path).min_archive_needed(stream.cursor)
+    old = [p for p in tmp_path.iterdir() if "_lgar" in p.name and int(p.name[-3:]) < needed]
+    assert old, "some archives should be behind the cursor"
+    for p in old:
+        p.unlink()
+    _transactions(w, work, 40, 150)
+    rest = [b for b in batches]
+    assert sum(b.num_rows for b in rest) == 40
+    model = [e["lsa"] for txn in work.committed for e in txn]
+    got = first.column("lsa").to_pylist() + [x for b in rest for x in b.column("lsa").to_pylist()]
+    assert got == model
+
+
+def test_an_archive_removed_before_the_stream_read_it_is_named(tmp_path):
+    w, work = _live_log(tmp_path)
+    _transactions(w, work, 5, 0)
+    stream = walcdc.read_changes(tmp_path, follow=True, poll_interval=0.05, idle_timeout=5)
+    batches = iter(stream)
+    assert next(batches).num_rows == 5
+    # The server writes more than a ring before the next look; its archives go too early.
+    _transactions(w, work, 200, 5)
+    newest = sorted(p for p in tmp_path.iterdir() if "_lgar" in p.name)
+    for p in newest[:-1]:
+        p.unlink()
+    with pytest.raises(walcdc.MissingArchiveError, match="log page 1 was archived"):
+        for _ in batches:
+            pass

@@ -161,26 +161,30 @@ def _follow_batches(
 
     quiet_since = time.monotonic()
     failing_since: Optional[float] = None
+    failure: Optional[LogError] = None
     while not stop.is_set():
         for b in native:
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
             yield convert(batch) if convert is not None else batch
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
+            if failure is not None:
+                raise failure  # the log was unreadable until the end: say so
             break
         if stop.wait(poll_interval):
             break
         try:
             snapshot = _native.LogSet(paths)
-        except LogError:
+        except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
             # archive written, the header not yet saying so): look again, for a while.
             now = time.monotonic()
             failing_since = failing_since or now
             if now - failing_since > STALL_SECONDS:
                 raise
+            failure = exc
             continue
-        failing_since = None
+        failing_since, failure = None, None
         native.refresh(snapshot)
     _warn_at_end(native)
 
