@@ -22,7 +22,8 @@ the time ratio to ``read``, the peak RSS of its process (which counts the pages 
 memory-mapped volumes it touched: they grow with the log but belong to the page cache) and its
 peak heap (anonymous) memory, sampled while it runs (for Spark, of the driver's Python
 process). Written to ``--out``: ``results.json``, ``results.md`` (a table per size) and
-``results.png`` (throughput per core and peak heap memory against log size; needs matplotlib).
+``results.png`` (throughput per core, peak RSS and peak heap memory against log size; needs
+matplotlib).
 """
 
 from __future__ import annotations
@@ -242,19 +243,24 @@ def plot(rows: List[Dict[str, Any]], path: Path) -> Optional[Path]:
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return None
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
     for case in dict.fromkeys(r["case"] for r in rows):
         mine = sorted((r for r in rows if r["case"] == case), key=lambda r: r["size_bytes"])
         x = [r["size_bytes"] / (1 << 30) for r in mine]
         a.plot(x, [r["MB_per_s_per_core"] for r in mine], marker="o", label=case)
-        b.plot(x, [r["peak_anon_mb"] for r in mine], marker="o", label=case)
-    for ax, title in ((a, "throughput per core (MB/s of log)"), (b, "peak heap memory (MB)")):
+        b.plot(x, [r["peak_rss_mb"] for r in mine], marker="o", label=case)
+        c.plot(x, [r["peak_anon_mb"] for r in mine], marker="o", label=case)
+    for ax, title in (
+        (a, "throughput per core (MB/s of log)"),
+        (b, "peak RSS (MB)"),
+        (c, "peak heap memory (MB)"),
+    ):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("log size (GB)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    b.legend(fontsize=8, loc="best")
+    c.legend(fontsize=8, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
