@@ -12,6 +12,7 @@ written, 70 for an internal error; ``--debug`` shows the traceback instead.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -637,6 +638,120 @@ def follow(
         if output:
             out.close()
     click.echo(f"{rows:,} events written; stopped", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--webhook", required=True, help="The endpoint (http:// or https://) to POST to.")
+@click.option(
+    "--state",
+    "state_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory of the durable queue, the cursor and the high watermark.",
+)
+@click.option("--batch-events", default=1000, show_default=True, help="Events per POST at most.")
+@click.option(
+    "--batch-delay", default=0.5, show_default=True, help="Seconds a batch waits to fill."
+)
+@click.option(
+    "--max-tries",
+    default=10,
+    show_default=True,
+    help="Tries before a batch is dropped (logged, counted); 0: retry forever.",
+)
+@click.option(
+    "--queue-max-mb", default=256, show_default=True, help="Queue size at which reading waits."
+)
+@click.option("--timeout", default=10.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--secret-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Sign requests (Standard Webhooks, HMAC-SHA256) with the secret in FILE "
+    "(raw, or whsec_ and base64).",
+)
+@click.option("--ca", "ca_file", type=click.Path(dir_okay=False, exists=True), help="CA bundle.")
+@click.option(
+    "--cert",
+    "cert_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Client certificate (mutual TLS).",
+)
+@click.option("--key", "key_file", type=click.Path(dir_okay=False, exists=True), help="Its key.")
+@click.option("--metrics-port", type=int, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
+@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
+@click.option(
+    "--envelope", type=click.Choice(["debezium"]), help="Deliver Debezium-shaped change events."
+)
+@click.option("--poll-interval", default=0.2, show_default=True, help="Seconds between looks.")
+@click.option(
+    "--idle-timeout", type=float, help="Stop once the log was quiet this long and all is sent."
+)
+@_command
+def deliver(
+    paths,
+    webhook,
+    state_dir,
+    batch_events,
+    batch_delay,
+    max_tries,
+    queue_max_mb,
+    timeout,
+    secret_file,
+    ca_file,
+    cert_file,
+    key_file,
+    metrics_port,
+    tables,
+    ops,
+    envelope,
+    poll_interval,
+    idle_timeout,
+) -> None:
+    """Follows a live log and POSTs its committed events to a webhook, through a durable queue
+    (at least once: after a crash the batch in flight may be sent again, with the same
+    Idempotency-Key). Stops cleanly on SIGINT or SIGTERM; what is queued is sent by the next
+    run. Metrics are printed at the end (and served with --metrics-port)."""
+    import signal
+
+    from walcdc.deliver import Delivery, WebhookSender, serve_metrics
+
+    secret = None
+    if secret_file:
+        raw = open(secret_file, "rb").read().strip()
+        secret = base64.b64decode(raw[6:]) if raw.startswith(b"whsec_") else raw
+    sender = WebhookSender(
+        webhook,
+        secret=secret,
+        timeout=timeout,
+        ca_file=ca_file,
+        cert_file=cert_file,
+        key_file=key_file,
+    )
+    delivery = Delivery(
+        list(paths) if len(paths) > 1 else paths[0],
+        sender,
+        state_dir,
+        batch_events=batch_events,
+        batch_delay=batch_delay,
+        max_tries=max_tries or None,
+        queue_max_bytes=queue_max_mb << 20,
+        poll_interval=poll_interval,
+        idle_timeout=idle_timeout,
+        envelope=envelope,
+        read_options=dict(tables=list(tables) or None, ops=list(ops) or None),
+    )
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: delivery.stop())
+    server = serve_metrics(delivery.metrics, metrics_port) if metrics_port else None
+    try:
+        metrics = delivery.run()
+    finally:
+        if server is not None:
+            server.shutdown()
+    for k, v in metrics.snapshot().items():
+        click.echo(f"{k}: {v}", err=True)
 
 
 def _extract_by_table(log, output, cursor_file, progress, **options) -> None:

@@ -1,0 +1,467 @@
+"""Webhook delivery: committed transactions of a followed log POSTed to an HTTP endpoint, with a
+durable queue between the reader and the sender (``walcdc deliver``).
+
+::
+
+    reader ──(batches of events)──▶ queue (SQLite, WAL) ──▶ sender ──▶ POST
+       ▲                                 │  batch + cursor in one transaction
+       └── resumes from its cursor ◀─────┘  watermark after each 2xx
+
+- The **reader** follows the log (:func:`walcdc.read_changes` with ``follow=True``) and cuts the
+  committed stream into batches (``batch_events`` events, or what came in ``batch_delay``
+  seconds; a transaction larger than a batch spans several). A batch and the stream's cursor
+  after it are written to the queue in one SQLite transaction: a restart resumes reading after
+  the last queued batch, so nothing is read twice into the queue and nothing is lost. When the
+  queue holds ``queue_max_bytes`` the reader waits (the log itself holds what is not read
+  yet): a slow or failing endpoint never loses an event and never fills the disk.
+- The **sender** POSTs the oldest batch: a JSON array of the transactions' events in commit
+  order (or Debezium envelopes), headers ``Idempotency-Key`` (the commit LSA and LSA of the
+  batch's first and last events) and, with a secret, Standard Webhooks signing
+  (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``). Only a 2xx is success: the
+  batch leaves the queue and the high watermark (its last commit LSA) is saved, in one
+  transaction. Anything else is retried with
+  exponential backoff and jitter; after ``max_tries`` the batch is dropped (logged and counted),
+  or never with ``max_tries=None``.
+- **Guarantee**: at least once. A crash after a POST succeeded and before its batch left the
+  queue sends that batch again: duplicates are whole batches, at most the one in flight, and
+  carry the same idempotency key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import http.client
+import logging
+import os
+import random
+import sqlite3
+import ssl
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import pyarrow as pa
+
+from walcdc import lsa as L
+from walcdc.errors import InvalidArgumentError
+
+__all__ = ["Delivery", "DeliveryQueue", "Metrics", "WebhookSender", "sign"]
+
+log = logging.getLogger("walcdc.deliver")
+
+
+def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
+    """The Standard Webhooks signature of a request: ``v1,`` and the base64 HMAC-SHA256 of
+    ``"{id}.{timestamp}.{body}"`` under ``secret``."""
+    mac = hmac.new(secret, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256)
+    return "v1," + base64.b64encode(mac.digest()).decode()
+
+
+@dataclass
+class Metrics:
+    """Counters of a delivery, shown as Prometheus text (:meth:`prometheus`)."""
+
+    events_read: int = 0
+    events_queued: int = 0
+    events_delivered: int = 0
+    batches_delivered: int = 0
+    retries: int = 0
+    batches_dropped: int = 0
+    events_dropped: int = 0
+    queue_bytes: int = 0
+    lag_seconds: float = 0.0
+    lag_bytes: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: float) -> None:
+        with self.lock:
+            for k, v in counts.items():
+                setattr(self, k, getattr(self, k) + v)
+
+    def set(self, **values: float) -> None:
+        with self.lock:
+            for k, v in values.items():
+                setattr(self, k, v)
+
+    def snapshot(self) -> Dict[str, float]:
+        with self.lock:
+            return {k: v for k, v in vars(self).items() if k != "lock"}
+
+    def prometheus(self) -> str:
+        lines = []
+        for k, v in self.snapshot().items():
+            kind = "gauge" if k in ("queue_bytes", "lag_seconds", "lag_bytes") else "counter"
+            name = f"walcdc_{k}" + ("_total" if kind == "counter" else "")
+            lines += [f"# TYPE {name} {kind}", f"{name} {v}"]
+        return "\n".join(lines) + "\n"
+
+
+class DeliveryQueue:
+    """The durable FIFO between reader and sender: batches with their commit LSA range, the
+    reader's cursor after the last queued batch, and the high watermark (the last commit LSA a
+    2xx acknowledged). SQLite in WAL mode, one connection per thread, every change one
+    transaction."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._local = threading.local()
+        with self._db() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY, key TEXT,"
+                " last_lsa INTEGER, events INTEGER, size INTEGER, body BLOB,"
+                " tries INTEGER DEFAULT 0)"
+            )
+            db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT)")
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.execute("PRAGMA synchronous=FULL")
+            self._local.db = db
+        return db
+
+    def _get(self, key: str) -> Optional[str]:
+        row = self._db().execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    @property
+    def cursor(self) -> Optional[str]:
+        """The reader's cursor (JSON) after the last queued batch."""
+        return self._get("cursor")
+
+    @property
+    def watermark(self) -> Optional[int]:
+        """The last commit LSA acknowledged by the endpoint."""
+        v = self._get("watermark")
+        return int(v) if v is not None else None
+
+    def put(self, key: str, last_lsa: int, events: int, body: bytes, cursor: str) -> None:
+        """Queues a batch (``key``: its idempotency key; ``last_lsa``: its last commit LSA) and
+        the reader's cursor after it, together."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(
+                "INSERT INTO batches (key, last_lsa, events, size, body) VALUES (?, ?, ?, ?, ?)",
+                (key, last_lsa, events, len(body), body),
+            )
+            db.execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def save_cursor(self, cursor: str) -> None:
+        self._db().execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
+
+    def oldest(self):
+        """``(id, key, last_lsa, events, body, tries)`` of the oldest batch, or None."""
+        return (
+            self._db()
+            .execute(
+                "SELECT id, key, last_lsa, events, body, tries FROM batches ORDER BY id LIMIT 1"
+            )
+            .fetchone()
+        )
+
+    def acknowledge(self, batch_id: int, last_lsa: int) -> None:
+        """The batch was delivered: it leaves the queue and the watermark moves, together."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
+            db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (str(last_lsa),))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def drop(self, batch_id: int) -> None:
+        self._db().execute("DELETE FROM batches WHERE id=?", (batch_id,))
+
+    def count_try(self, batch_id: int) -> int:
+        db = self._db()
+        db.execute("UPDATE batches SET tries = tries + 1 WHERE id=?", (batch_id,))
+        return db.execute("SELECT tries FROM batches WHERE id=?", (batch_id,)).fetchone()[0]
+
+    def bytes(self) -> int:
+        """Bytes the queued batches hold."""
+        row = self._db().execute("SELECT COALESCE(SUM(size), 0) FROM batches").fetchone()
+        return int(row[0])
+
+    def __len__(self) -> int:
+        return int(self._db().execute("SELECT COUNT(*) FROM batches").fetchone()[0])
+
+
+class WebhookSender:
+    """POSTs batches to ``url`` (http or https; ``ca_file`` for a private CA, ``cert_file`` /
+    ``key_file`` for mutual TLS), with a timeout and Standard Webhooks signing when a secret is
+    given. :meth:`send` returns the HTTP status, or raises ``OSError`` on a network failure."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret: Optional[bytes] = None,
+        timeout: float = 10.0,
+        ca_file: Optional[str] = None,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+    ):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise InvalidArgumentError(f"webhook: {url!r} is not an http(s) URL")
+        self.url, self.secret, self.timeout = url, secret, timeout
+        self._https = u.scheme == "https"
+        self._host, self._port = u.hostname, u.port
+        self._path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        self._ssl = None
+        if self._https:
+            self._ssl = ssl.create_default_context(cafile=ca_file)
+            if cert_file:
+                self._ssl.load_cert_chain(cert_file, key_file)
+        self._conn: Optional[http.client.HTTPConnection] = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            if self._https:
+                self._conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=self.timeout, context=self._ssl
+                )
+            else:
+                self._conn = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self.timeout
+                )
+        return self._conn
+
+    def send(self, body: bytes, key: str) -> int:
+        headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+        if self.secret is not None:
+            ts = int(time.time())
+            headers.update(
+                {
+                    "webhook-id": key,
+                    "webhook-timestamp": str(ts),
+                    "webhook-signature": sign(self.secret, key, ts, body),
+                }
+            )
+        conn = self._connection()
+        try:
+            conn.request("POST", self._path, body=body, headers=headers)
+            resp = conn.getresponse()
+            resp.read()
+            if resp.getheader("connection", "").lower() == "close":
+                self.close()
+            return resp.status
+        except BaseException:
+            self.close()  # a fresh connection for the next try
+            raise
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _batch_body(batches: List[pa.RecordBatch]) -> bytes:
+    """A JSON array of the events of ``batches``, JSON columns embedded, LSAs also as text."""
+    from walcdc.sinks.files import JsonLinesSink
+
+    parts: List[bytes] = []
+
+    class _Out:
+        write = parts.append
+
+    sink = JsonLinesSink(_Out(), batches[0].schema, {})
+    for b in batches:
+        sink.write(b)
+    # JSON Lines hold no raw newline but the one ending each event.
+    return b"[" + b"".join(parts).rstrip(b"\n").replace(b"\n", b",") + b"]"
+
+
+class Delivery:
+    """``walcdc deliver``: follows the log at ``source`` and delivers its committed events to
+    a webhook through a durable queue in ``state_dir`` (see the module docs). :meth:`run`
+    blocks until :meth:`stop` (or, with ``idle_timeout``, until the log was quiet that long and
+    the queue is empty)."""
+
+    def __init__(
+        self,
+        source,
+        sender: WebhookSender,
+        state_dir: str,
+        *,
+        batch_events: int = 1000,
+        batch_delay: float = 0.5,
+        max_tries: Optional[int] = 10,
+        backoff: float = 0.5,
+        max_backoff: float = 60.0,
+        queue_max_bytes: int = 256 << 20,
+        poll_interval: float = 0.2,
+        idle_timeout: Optional[float] = None,
+        envelope: Optional[str] = None,
+        read_options: Optional[Dict[str, Any]] = None,
+    ):
+        if batch_events < 1 or batch_delay < 0 or queue_max_bytes < 1:
+            raise InvalidArgumentError("batch_events, batch_delay and queue_max_bytes: positive")
+        if max_tries is not None and max_tries < 1:
+            raise InvalidArgumentError("max_tries must be at least 1 (or None: forever)")
+        os.makedirs(state_dir, exist_ok=True)
+        self.source, self.sender = source, sender
+        self.queue = DeliveryQueue(os.path.join(state_dir, "queue.sqlite"))
+        self.batch_events, self.batch_delay = batch_events, batch_delay
+        self.max_tries, self.backoff, self.max_backoff = max_tries, backoff, max_backoff
+        self.queue_max_bytes = queue_max_bytes
+        self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
+        self.envelope, self.read_options = envelope, dict(read_options or {})
+        self.metrics = Metrics()
+        self._stop = threading.Event()
+        self._reader_done = threading.Event()
+        self._stream = None
+        self._error: Optional[BaseException] = None
+        self.metrics.set(queue_bytes=self.queue.bytes())
+
+    # --- the reader ---
+
+    def _read(self) -> None:
+        import walcdc
+
+        try:
+            cursor = self.queue.cursor
+            self._stream = stream = walcdc.read_changes(
+                self.source,
+                cursor=walcdc.Cursor.from_json(cursor) if cursor else None,
+                follow=True,
+                poll_interval=self.poll_interval,
+                idle_timeout=self.idle_timeout,
+                envelope=self.envelope,
+                batch_size=self.batch_events,
+                **self.read_options,
+            )
+            pending: List[pa.RecordBatch] = []
+            rows, started = 0, time.monotonic()
+            for batch in stream:
+                self.metrics.add(events_read=batch.num_rows)
+                if batch.num_rows:
+                    pending.append(batch)
+                    rows += batch.num_rows
+                # Batches of the stream end at transaction ends only when the stream flushes
+                # (a poll's end) or fills; queue whole batches of it.
+                if rows >= self.batch_events or time.monotonic() - started >= self.batch_delay:
+                    self._enqueue(pending, rows, stream.cursor.to_json())
+                    pending, rows, started = [], 0, time.monotonic()
+                if self._stop.is_set():
+                    break
+            if pending:
+                self._enqueue(pending, rows, stream.cursor.to_json())
+            else:
+                self.queue.save_cursor(stream.cursor.to_json())
+        except BaseException as exc:  # surfaced by run()
+            self._error = exc
+            self._stop.set()
+        finally:
+            self._reader_done.set()
+
+    def _enqueue(self, batches: List[pa.RecordBatch], rows: int, cursor: str) -> None:
+        while self.queue.bytes() >= self.queue_max_bytes and not self._stop.is_set():
+            self._stop.wait(0.05)  # backpressure: the log keeps what is not read yet
+        if not rows:
+            self.queue.save_cursor(cursor)
+            return
+        first, last = _event_position(batches[0], 0), _event_position(batches[-1], -1)
+        key = "-".join(f"{L.format_lsa(c)}:{L.format_lsa(e)}" for c, e in (first, last))
+        self.queue.put(key, last[0], rows, _batch_body(batches), cursor)
+        self.metrics.add(events_queued=rows)
+        self.metrics.set(queue_bytes=self.queue.bytes())
+
+    # --- the sender ---
+
+    def _send_loop(self) -> None:
+        while True:
+            item = self.queue.oldest()
+            if item is None:
+                if self._reader_done.is_set() or self._stop.is_set():
+                    return
+                time.sleep(0.01)
+                continue
+            batch_id, key, last, events, body, tries = item
+            try:
+                status = self.sender.send(body, key)
+                ok = 200 <= status < 300
+                why = f"HTTP {status}"
+            except OSError as exc:
+                ok, why = False, f"{type(exc).__name__}: {exc}"
+            if ok:
+                self.queue.acknowledge(batch_id, last)
+                self.metrics.add(events_delivered=events, batches_delivered=1)
+                self.metrics.set(queue_bytes=self.queue.bytes())
+                continue
+            tries = self.queue.count_try(batch_id)
+            self.metrics.add(retries=1)
+            if self.max_tries is not None and tries >= self.max_tries:
+                log.error("batch %s dropped after %d tries (%s)", key, tries, why)
+                self.queue.drop(batch_id)
+                self.metrics.add(batches_dropped=1, events_dropped=events)
+                continue
+            delay = min(self.max_backoff, self.backoff * 2 ** (tries - 1))
+            log.warning("batch %s: %s; try %d again in %.2f s", key, why, tries + 1, delay)
+            if self._stop.wait(delay * random.uniform(0.5, 1.0)):  # jitter
+                return
+
+    def run(self) -> Metrics:
+        reader = threading.Thread(target=self._read, name="walcdc-reader", daemon=True)
+        reader.start()
+        try:
+            self._send_loop()
+        finally:
+            self.stop()
+            reader.join()
+            self.sender.close()
+        if self._error is not None:
+            raise self._error
+        return self.metrics
+
+    def stop(self) -> None:
+        """Stops reading and sending (from any thread or a signal handler); what is queued
+        stays queued for the next run."""
+        self._stop.set()
+        if self._stream is not None:
+            self._stream.close()
+
+
+def _event_position(batch: pa.RecordBatch, i: int) -> tuple:
+    """(commit LSA, LSA) of event ``i`` of a batch (a Debezium envelope's ``source``)."""
+    names = batch.schema.names
+    if "commit_lsa" in names:
+        row = batch.slice(i % batch.num_rows, 1)
+        return row.column("commit_lsa")[0].as_py(), row.column("lsa")[0].as_py()
+    source = batch.column("source")[i % batch.num_rows].as_py()
+    return source["commit_lsa"], source["lsa"]
+
+
+def serve_metrics(metrics: Metrics, port: int, host: str = "127.0.0.1"):
+    """Serves ``metrics`` as Prometheus text at ``http://host:port/metrics`` from a daemon
+    thread; returns the server (``shutdown()`` it)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the http.server API)
+            body = metrics.prometheus().encode()
+            self.send_response(200 if self.path.startswith("/metrics") else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
