@@ -10,7 +10,9 @@ import base64
 import hashlib
 import hmac
 import json
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -275,3 +277,101 @@ def test_refused_arguments(tmp_path):
     _log(tmp_path / "log", 2)
     with pytest.raises(walcdc.InvalidArgumentError):
         _deliver(tmp_path / "log", "http://127.0.0.1:1/x", tmp_path / "s", max_tries=0)
+
+
+def _certificates(d: Path) -> None:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, signed by the CA."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make test certificates")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=walcdc test CA",
+    )
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    for name in ("server", "client"):
+        run(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            f"/CN={name}",
+        )
+        run(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "1",
+            "-extfile",
+            "san.ext",
+        )
+
+
+def test_https_with_a_private_ca_and_client_certificates(tmp_path):
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    _certificates(certs)
+    lsas = _log(tmp_path / "log", 30)
+    receiver = Receiver()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(certs / "ca.pem"))
+    context.load_cert_chain(str(certs / "server.pem"), str(certs / "server.key"))
+    context.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: the client must show a certificate
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    url = f"https://127.0.0.1:{receiver.port}/hook"
+    try:
+        # Without a client certificate the handshake fails: retried, then dropped.
+        sender = WebhookSender(url, ca_file=str(certs / "ca.pem"), timeout=2)
+        metrics = _run(
+            Delivery(
+                tmp_path / "log",
+                sender,
+                str(tmp_path / "s1"),
+                max_tries=1,
+                idle_timeout=0.5,
+                poll_interval=0.05,
+            )
+        )
+        assert receiver.requests == [] and metrics.events_dropped == len(lsas)
+        sender = WebhookSender(
+            url,
+            ca_file=str(certs / "ca.pem"),
+            cert_file=str(certs / "client.pem"),
+            key_file=str(certs / "client.key"),
+            timeout=2,
+        )
+        _run(
+            Delivery(
+                tmp_path / "log", sender, str(tmp_path / "s2"), idle_timeout=0.5, poll_interval=0.05
+            )
+        )
+        assert _without_repeats(receiver) == lsas
+    finally:
+        receiver.close()
