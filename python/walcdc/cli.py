@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import sys
+import threading
 import warnings
 from collections import defaultdict
 from typing import Dict, List, Optional
@@ -752,6 +753,58 @@ def deliver(
             server.shutdown()
     for k, v in metrics.snapshot().items():
         click.echo(f"{k}: {v}", err=True)
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True))
+@click.option(
+    "--users",
+    "users_file",
+    required=True,
+    type=click.Path(dir_okay=False, exists=True),
+    help="Users file: user:<hex SHA1(SHA1(password))> lines (walcdc hash-user).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=4001, show_default=True, help="TCP port.")
+@click.option("--poll-interval", default=0.2, show_default=True, help="Seconds between looks.")
+@_command
+def serve(path, users_file, host, port, poll_interval) -> None:
+    """Serves the log's committed row changes over MaxScale's CDC protocol (authenticate,
+    REGISTER UUID=..., TYPE=JSON, REQUEST-DATA owner.table [commit LSA]; rows as JSON lines as
+    they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network."""
+    import signal
+
+    from walcdc.cdcserver import CdcServer, load_users
+
+    try:
+        users = load_users(users_file)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    server = CdcServer(path, users, host, port, poll_interval)
+    stopping = threading.Event()
+
+    def stop(*_):
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown).start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    click.echo(f"serving {path} on {host}:{server.server_address[1]}", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.close()
+
+
+@main.command(name="hash-user")
+@click.argument("user")
+@click.password_option()
+def hash_user(user, password) -> None:
+    """Prints the users-file line of USER for walcdc serve (the password is asked for)."""
+    from walcdc.cdcserver import user_line
+
+    click.echo(user_line(user, password))
 
 
 def _extract_by_table(log, output, cursor_file, progress, **options) -> None:

@@ -1,0 +1,323 @@
+"""A CDC protocol server in the manner of MariaDB MaxScale's (``walcdc serve``): clients
+authenticate, register, then request one table's changes from a position and receive its rows
+as JSON lines as they commit, until they close the connection.
+
+The conversation, one command per message (a trailing newline is optional)::
+
+    client: hex("user:") + SHA1(password) as hex      server: OK | ERR <reason>
+    client: REGISTER UUID=<id>, TYPE=JSON              server: OK | ERR <reason>
+    client: REQUEST-DATA <owner>.<table>[.<version>] [<commit LSA>]
+    server: the table's schema (one JSON line), then one JSON line per row change, ...
+
+A schema line is an Avro record schema in JSON (as MaxScale sends): the fields ``domain``,
+``server_id``, ``sequence``, ``event_number``, ``timestamp``, ``event_type`` (``insert``,
+``update_before``, ``update_after``, ``delete``) followed by the table's columns. walcdc fills
+``sequence`` with the transaction's commit LSA (``pageid|offset``, the position to resume
+after), ``event_number`` with the event's place in its transaction, ``timestamp`` with the
+commit time (Unix seconds). An update is two rows, before and after. When the table's columns
+change (an ALTER), a new schema line comes before the next row. ``<version>`` is accepted and
+ignored (CUBRID's representations are read from the log). Rows come from transactions
+committed *after* the given commit LSA (all of them without one).
+
+Users come from a file of ``user:<hex SHA1(SHA1(password))>`` lines (:func:`user_line`): the
+server stores no password, nor what a client sends. The connection is plain TCP, as MaxScale's
+and CUBRID's own CDC ports are: keep it on a trusted network (or behind a TLS tunnel).
+Each client is served by a thread of its own following the log: a slow client slows only
+itself (its socket's buffer fills and its reader waits), and bad commands or credentials get
+``ERR`` with a reason.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+import socketserver
+import threading
+from typing import Any, Dict, List, Optional, Tuple
+
+__all__ = ["CdcServer", "user_line", "load_users"]
+
+log = logging.getLogger("walcdc.cdcserver")
+
+MAX_COMMAND = 4096  # bytes; a longer command is refused
+AVRO_TYPES = {
+    "INTEGER": "int",
+    "SHORT": "int",
+    "SMALLINT": "int",
+    "BIGINT": "long",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+}
+META_FIELDS = [
+    {"name": "domain", "type": "int"},
+    {"name": "server_id", "type": "int"},
+    {"name": "sequence", "type": "string"},
+    {"name": "event_number", "type": "int"},
+    {"name": "timestamp", "type": "int"},
+    {
+        "name": "event_type",
+        "type": {
+            "type": "enum",
+            "name": "EVENT_TYPES",
+            "symbols": ["insert", "update_before", "update_after", "delete"],
+        },
+    },
+]
+
+
+def user_line(user: str, password: str) -> str:
+    """The users-file line of ``user``: ``user:`` and the hex SHA1 of the SHA1 of the password
+    (clients send the SHA1 of the password; the file holds only its hash)."""
+    inner = hashlib.sha1(password.encode()).digest()
+    return f"{user}:{hashlib.sha1(inner).hexdigest()}"
+
+
+def load_users(path: str) -> Dict[str, str]:
+    users = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            user, sep, digest = line.partition(":")
+            if not sep or not re.fullmatch(r"[0-9a-fA-F]{40}", digest):
+                raise ValueError(f"{path}:{n}: not a 'user:<40 hex digits>' line")
+            users[user] = digest.lower()
+    return users
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: CdcServer
+
+    def setup(self) -> None:
+        self.buf = b""
+
+    def _command(self) -> str:
+        """The next command: up to a newline, or what one message brought."""
+        while b"\n" not in self.buf:
+            chunk = self.request.recv(MAX_COMMAND)
+            if not chunk:
+                if self.buf:
+                    break
+                raise _ClientGone
+            self.buf += chunk
+            if len(self.buf) > MAX_COMMAND:
+                raise ValueError("command too long")
+            if b"\n" not in self.buf:
+                break  # clients wait for the answer: a message is a command
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode("utf-8", "replace").strip()
+
+    def _send(self, text: str) -> None:
+        self.request.sendall(text.encode() + b"\n")
+
+    def handle(self) -> None:
+        try:
+            self._conversation()
+        except (_ClientGone, ConnectionError, OSError):
+            pass
+        except ValueError as exc:
+            try:
+                self._send(f"ERR {exc}")
+            except OSError:
+                pass
+
+    def _conversation(self) -> None:
+        # Authentication.
+        if not self._authenticate(self._command()):
+            self._send("ERR authentication failed")
+            return
+        self._send("OK")
+        # Registration.
+        while True:
+            cmd = self._command()
+            m = re.fullmatch(r"REGISTER\s+UUID=([^,\s]+)\s*,\s*TYPE=(\w+)", cmd, re.I)
+            if not m:
+                self._send("ERR expected: REGISTER UUID=<uuid>, TYPE=JSON")
+                continue
+            if m.group(2).upper() != "JSON":
+                self._send(f"ERR output type {m.group(2)} is not supported (JSON is)")
+                continue
+            self._send("OK")
+            break
+        # Data requests.
+        while True:
+            cmd = self._command()
+            parts = cmd.split()
+            if len(parts) not in (2, 3) or parts[0].upper() != "REQUEST-DATA":
+                self._send("ERR expected: REQUEST-DATA <owner>.<table>[.<version>] [<commit LSA>]")
+                continue
+            table = self._table(parts[1])
+            if table is None:
+                self._send(f"ERR no table {parts[1]} in the log")
+                continue
+            position = None
+            if len(parts) == 3:
+                from walcdc import lsa as L
+
+                try:
+                    position = L.parse(parts[2])
+                except ValueError:
+                    self._send(f"ERR {parts[2]!r} is not a commit LSA (pageid|offset)")
+                    continue
+            self._stream(table, position)
+            return
+
+    def _authenticate(self, text: str) -> bool:
+        """``hex("user:")`` followed by the password's SHA1 as 40 hex digits."""
+        if not 40 < len(text) <= 2 * 256 + 40:
+            return False
+        try:
+            user = binascii.unhexlify(text[:-40]).decode()
+            inner = bytes.fromhex(text[-40:])
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            return False
+        stored = self.server.users.get(user[:-1]) if user.endswith(":") else None
+        return stored is not None and hmac.compare_digest(hashlib.sha1(inner).hexdigest(), stored)
+
+    def _table(self, name: str) -> Optional[str]:
+        """The table a request names (``owner.table``, or with a version suffix)."""
+        known = self.server.table_names()
+        candidates = [name] + ([name.rsplit(".", 1)[0]] if name.count(".") >= 2 else [])
+        for c in candidates:
+            if c in known or c.lower() in known:
+                return c if c in known else c.lower()
+        return None
+
+    def _stream(self, table: str, position: Optional[int]) -> None:
+        import walcdc
+
+        stream = walcdc.read_changes(
+            self.server.source,
+            tables=table,
+            ops="insert,update,delete,ddl",
+            follow=True,
+            poll_interval=self.server.poll_interval,
+            idle_timeout=self.server.idle_timeout,
+        )
+        self.server.streams.add(stream)
+
+        def watch():  # the client closing its side ends the stream
+            try:
+                while self.request.recv(4096):
+                    pass
+            except OSError:
+                pass
+            stream.close()
+
+        threading.Thread(target=watch, daemon=True).start()
+        columns: Optional[List[str]] = None
+        try:
+            for batch in stream:
+                for e in batch.to_pylist():
+                    if position is not None and (e["commit_lsa"] or 0) <= position:
+                        continue
+                    if e["op"] == "ddl":
+                        columns = None  # the next row says the new columns
+                        continue
+                    for kind, image in _rows(e):
+                        names = list(image)
+                        if names != columns:
+                            columns = names
+                            self._send(json.dumps(self.server.schema_of(table, names)))
+                        self._send(json.dumps({**_meta(e, kind), **image}, default=str))
+        finally:
+            stream.close()
+            self.server.streams.discard(stream)
+
+
+def _rows(e: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any]]]:
+    before = json.loads(e["before"]) if e.get("before") else None
+    after = json.loads(e["after"]) if e.get("after") else None
+    if e["op"] == "insert":
+        return [("insert", after or {})]
+    if e["op"] == "delete":
+        return [("delete", before or {})]
+    return [("update_before", before or {}), ("update_after", after or {})]
+
+
+def _meta(e: Dict[str, Any], kind: str) -> Dict[str, Any]:
+    from walcdc import lsa as L
+
+    t = e.get("commit_time")
+    return {
+        "domain": 0,
+        "server_id": 0,
+        "sequence": L.format_lsa(e["commit_lsa"]),
+        "event_number": e["txn_seq"],
+        "timestamp": int(t.timestamp()) if t is not None else 0,
+        "event_type": kind,
+    }
+
+
+class CdcServer(socketserver.ThreadingTCPServer):
+    """``CdcServer(source, users, host, port)``: serves the log at ``source`` (followed live)
+    to CDC protocol clients; ``users``: name -> hex SHA1(SHA1(password)) (:func:`load_users`).
+    ``serve_forever()`` runs it; ``shutdown()`` then :meth:`close` stop it."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        source,
+        users: Dict[str, str],
+        host: str = "127.0.0.1",
+        port: int = 4001,
+        poll_interval: float = 0.2,
+        idle_timeout: Optional[float] = None,
+    ):
+        self.source = os.fspath(source)
+        self.users = users
+        self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
+        self.streams: set = set()
+        self._schemas_lock = threading.Lock()
+        super().__init__((host, port), _Handler)
+
+    def _schemas(self) -> list:
+        import walcdc
+
+        with self._schemas_lock:
+            return walcdc.open_log(self.source).schemas()
+
+    def table_names(self) -> set:
+        names = set()
+        for s in self._schemas():
+            names.update(s.get("names") or [s["name"]])
+        return names
+
+    def schema_of(self, table: str, names: List[str]) -> Dict[str, Any]:
+        """The schema line for rows with columns ``names`` (types from the representation of
+        the table that has exactly those columns, else strings)."""
+        types: Dict[str, str] = {}
+        for s in self._schemas():
+            if table not in (s.get("names") or [s["name"]]):
+                continue
+            for rep in s["representations"]:
+                cols = {c["name"]: c for c in rep["columns"]}
+                if set(cols) == set(names):
+                    types = {n: AVRO_TYPES.get(cols[n]["type_name"], "string") for n in names}
+        fields = META_FIELDS + [
+            {"name": n, "type": ["null", types.get(n, "string")]} for n in names
+        ]
+        return {
+            "namespace": "MaxScale.ChangeRecords.avro",
+            "type": "record",
+            "name": "ChangeRecord",
+            "table": table,
+            "fields": fields,
+        }
+
+    def close(self) -> None:
+        for s in list(self.streams):
+            s.close()
+        self.server_close()

@@ -1,0 +1,222 @@
+"""The CDC protocol server (walcdc.cdcserver, ``walcdc serve``) with a socket client on
+127.0.0.1: authentication failures, REGISTER and REQUEST-DATA, the schema then the rows of a
+table, resuming from a commit LSA, two clients at different positions, an ALTER mid-stream,
+rows committed while a client is connected, malformed commands. Every read has a deadline."""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from walcdc import lsa as L
+from walcdc.cdcserver import CdcServer, load_users, user_line
+from walcdc.testing import LogWriter, Table, Workload, cdc_oid, typed_row
+
+COLUMNS = [
+    {"name": "id", "type": "INTEGER", "primary_key": True},
+    {"name": "name", "type": "VARCHAR", "precision": 20},
+]
+
+
+class LiveTable:
+    """A log being written (flushed like a server's) with one table ``dba.t``."""
+
+    def __init__(self, directory):
+        self.w = LogWriter(page_size=4096, active_pages=64, archive_pages=16, stream_to=directory)
+        self.work = Workload(self.w)
+        self.table = Table.create("dba.t", cdc_oid(0, 300, 1), COLUMNS)
+        self.rows: dict = {}
+        t = self.work.begin(1)
+        t.create_table(
+            self.table, statement="CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20))"
+        )
+        t.commit()
+        self.w.flush()
+
+    def commit(self, inserts=(), updates=(), deletes=()) -> int:
+        """One transaction; returns its commit LSA."""
+        t = self.work.begin(2)
+        rep = self.table.representation()
+        for key, values in inserts:
+            texts = {c["name"]: json.dumps(values.get(c["name"])) for c in rep[1]}
+            texts["id"] = str(key)
+            self.rows[key] = t.insert_row(self.table.class_oid, rep, texts, 1000, key)
+        for key, values in updates:
+            texts = {c["name"]: json.dumps(values.get(c["name"])) for c in rep[1]}
+            texts["id"] = str(key)
+            new = typed_row(rep, texts, t.mvccid, True)
+            t.update(self.table.class_oid, self.rows[key], new, 1000, key)
+            self.rows[key] = new
+        for key in deletes:
+            t.delete(self.table.class_oid, self.rows.pop(key), 1000, key)
+        events = t.commit()
+        self.w.flush()
+        return events[-1]["commit_lsa"]
+
+    def add_column(self) -> None:
+        t = self.work.begin(3)
+        new = self.table.add_column({"name": "note", "type": "VARCHAR", "precision": 30})
+        t.alter_table(self.table, new, statement="ALTER TABLE t ADD COLUMN note VARCHAR(30)")
+        t.commit()
+        self.table = new
+        self.w.flush()
+
+
+class Client:
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.buf = b""
+
+    def send(self, text: str) -> None:
+        self.sock.sendall(text.encode())
+
+    def line(self, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("closed")
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.decode()
+
+    def login(self, user="alice", password="secret") -> str:
+        self.send(
+            binascii.hexlify(f"{user}:".encode()).decode()
+            + hashlib.sha1(password.encode()).hexdigest()
+        )
+        return self.line()
+
+    def start(self, table="dba.t", position=None) -> None:
+        assert self.login() == "OK"
+        self.send("REGISTER UUID=11ec2300-2e23-11e6-8308-0002a5d5c51b, TYPE=JSON")
+        assert self.line() == "OK"
+        self.send(f"REQUEST-DATA {table}" + (f" {position}" if position else ""))
+
+    def records(self, n: int) -> list:
+        return [json.loads(self.line()) for _ in range(n)]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    log = tmp_path / "log"
+    live = LiveTable(log)
+    users = tmp_path / "users"
+    users.write_text(
+        user_line("alice", "secret") + "\n# a comment\n" + user_line("bob", "pw") + "\n"
+    )
+    server = CdcServer(log, load_users(str(users)), port=0, poll_interval=0.05)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield live, server.server_address[1]
+    server.shutdown()
+    server.close()
+    thread.join(10)
+
+
+def test_the_schema_then_rows_then_rows_as_they_commit(served):
+    live, port = served
+    first = live.commit(inserts=[(1, {"name": "a"}), (2, {"name": "b"})])
+    second = live.commit(updates=[(1, {"name": "a2"})], deletes=[2])
+    c = Client(port)
+    c.start()
+    schema = json.loads(c.line())
+    assert schema["name"] == "ChangeRecord" and schema["table"] == "dba.t"
+    assert [f["name"] for f in schema["fields"]][-2:] == ["id", "name"]
+    assert {"name": "id", "type": ["null", "int"]} in schema["fields"]
+    rows = c.records(5)
+    assert [(r["event_type"], r["id"], r["name"]) for r in rows] == [
+        ("insert", 1, "a"),
+        ("insert", 2, "b"),
+        ("update_before", 1, "a"),
+        ("update_after", 1, "a2"),
+        ("delete", 2, "b"),
+    ]
+    assert [r["sequence"] for r in rows] == [L.format_lsa(first)] * 2 + [L.format_lsa(second)] * 3
+    # Committed while the client is connected: streamed as they come.
+    third = live.commit(inserts=[(3, {"name": "c"})])
+    (row,) = c.records(1)
+    assert (row["event_type"], row["id"], row["sequence"]) == ("insert", 3, L.format_lsa(third))
+    # An ALTER: a new schema before the next row.
+    live.add_column()
+    live.commit(inserts=[(4, {"name": "d", "note": "n"})])
+    schema = json.loads(c.line())
+    assert [f["name"] for f in schema["fields"]][-3:] == ["id", "name", "note"]
+    (row,) = c.records(1)
+    assert (row["id"], row["note"]) == (4, "n")
+    c.close()
+
+
+def test_resume_from_a_position_and_two_clients_at_once(served):
+    live, port = served
+    first = live.commit(inserts=[(1, {"name": "a"})])
+    live.commit(inserts=[(2, {"name": "b"})])
+    old, new = Client(port), Client(port)
+    old.start()
+    new.start(position=L.format_lsa(first))
+    old.line(), new.line()  # schemas
+    assert [r["id"] for r in old.records(2)] == [1, 2]
+    assert [r["id"] for r in new.records(1)] == [2]
+    live.commit(inserts=[(3, {"name": "c"})])
+    assert old.records(1)[0]["id"] == 3 and new.records(1)[0]["id"] == 3
+    old.close(), new.close()
+
+
+@pytest.mark.parametrize(
+    "user,password", [("alice", "wrong"), ("mallory", "secret"), ("", "secret")]
+)
+def test_bad_credentials_get_err(served, user, password):
+    _, port = served
+    c = Client(port)
+    assert c.login(user, password).startswith("ERR")
+    c.close()
+
+
+def test_malformed_commands_get_err_and_the_server_goes_on(served):
+    live, port = served
+    live.commit(inserts=[(1, {"name": "a"})])
+    c = Client(port)
+    c.send("zz-not-hex")
+    assert c.line().startswith("ERR")
+    c.close()
+    c = Client(port)
+    assert c.login() == "OK"
+    for bad in ("HELLO", "REGISTER UUID=x", "REGISTER UUID=x, TYPE=XML"):
+        c.send(bad)
+        assert c.line().startswith("ERR")
+    c.send("REGISTER UUID=x, TYPE=json")
+    assert c.line() == "OK"
+    for bad in ("REQUEST-DATA", "REQUEST-DATA dba.nope", "REQUEST-DATA dba.t notanlsa", "GET /"):
+        c.send(bad)
+        assert c.line().startswith("ERR")
+    c.send("REQUEST-DATA dba.t.000001")  # a version suffix is accepted
+    c.line()
+    assert c.records(1)[0]["id"] == 1
+    c.close()
+    c = Client(port)
+    c.send("x" * 10_000)
+    assert c.line().startswith("ERR")
+    c.close()
+    # Still serving.
+    c = Client(port)
+    assert c.login("bob", "pw") == "OK"
+    c.close()
+
+
+def test_user_line_and_users_file(tmp_path):
+    line = user_line("alice", "secret")
+    assert line == "alice:" + hashlib.sha1(hashlib.sha1(b"secret").digest()).hexdigest()
+    bad = tmp_path / "users"
+    bad.write_text("alice:nothex\n")
+    with pytest.raises(ValueError, match="users:1"):
+        load_users(str(bad))
