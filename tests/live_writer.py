@@ -4,16 +4,21 @@ the ring fills), in its own process, while a test follows the log.
 
 Deterministic from the seed. Between flushes it sleeps a little, so the follower polls in the
 middle of transactions and of pages; some flushes are cut short (``torn``: only part of the
-last page written, no header) and completed by the next. At the end it writes the model of what
-a reader must report (every event of every committed transaction, in commit order) to
-``<dir>/model.json`` and leaves the log as a running server would (no shutdown).
+last page written, no header) and completed by the next. Every committed transaction's events
+(what a reader must report) are appended to ``<dir>/model.jsonl`` as it commits; at the end it
+writes ``<dir>/done`` and leaves the log as a running server would (no shutdown).
 
-Usage: ``python live_writer.py DIR SEED TRANSACTIONS [RING_PAGES]``
+With ``--resume`` it goes on with the log after a writer was killed (``LogWriter(resume=True)``,
+as a server restarting after a crash): the transactions the crash left open are aborted, and
+the model keeps only the transactions whose commit record made it to disk.
+
+Usage: ``python live_writer.py DIR SEED TRANSACTIONS [RING_PAGES] [--resume]``
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
@@ -22,14 +27,33 @@ from pathlib import Path
 from walcdc.testing import LogWriter, Workload, cdc_oid
 
 
-def main(directory: str, seed: int, transactions: int, ring_pages: int = 24) -> None:
+def _event_json(e: dict) -> str:
+    return json.dumps({k: (v.hex() if isinstance(v, bytes) else v) for k, v in e.items()})
+
+
+def main(
+    directory: str, seed: int, transactions: int, ring_pages: int = 24, resume: bool = False
+) -> None:
     rnd = random.Random(seed)
     out = Path(directory)
     writer = LogWriter(
-        page_size=4096, active_pages=ring_pages, archive_pages=ring_pages // 2, stream_to=out
+        page_size=4096,
+        active_pages=ring_pages,
+        archive_pages=ring_pages // 2,
+        stream_to=out,
+        resume=resume,
     )
+    model = out / "model.jsonl"
+    if resume:
+        # Commits past the end the crash left never happened; open transactions are aborted.
+        end = writer.end_lsa()
+        kept = [x for x in model.read_text().splitlines() if json.loads(x)["commit_lsa"] < end]
+        model.write_text("".join(x + "\n" for x in kept))
+        for trid in writer.open_transactions():
+            writer.append(trid, "LOG_ABORT", at_time=1_700_000_000)
     workload = Workload(writer)
     writer.flush()  # the volume exists (empty) before the first transaction
+    log_model = open(model, "a")  # noqa: SIM115
     live: dict = {}
     open_txns: list = []
     free = list(range(1, 30))
@@ -47,7 +71,11 @@ def main(directory: str, seed: int, transactions: int, ring_pages: int = 24) -> 
             if rnd.random() < 0.15:
                 t.abort()
             else:
-                t.commit()
+                # The model first (durable), then the log: a crash in between leaves a commit
+                # in the model that --resume drops.
+                log_model.write("".join(_event_json(e) + "\n" for e in t.commit()))
+                log_model.flush()
+                os.fsync(log_model.fileno())
             open_txns.remove(s)
             free.append(t.trid)
             done += 1
@@ -76,15 +104,10 @@ def main(directory: str, seed: int, transactions: int, ring_pages: int = 24) -> 
             writer.flush()
             time.sleep(rnd.choice([0, 0, 0.002, 0.01]))
     writer.flush()
-    model = [
-        {k: (v.hex() if isinstance(v, bytes) else v) for k, v in e.items()}
-        for txn in workload.committed
-        for e in txn
-    ]
-    tmp = out / "model.json.tmp"
-    tmp.write_text(json.dumps(model))
-    tmp.rename(out / "model.json")
+    log_model.close()
+    (out / "done").write_text("")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:5]))
+    args = [a for a in sys.argv[1:] if a != "--resume"]
+    main(args[0], int(args[1]), int(args[2]), *map(int, args[3:4]), resume="--resume" in sys.argv)

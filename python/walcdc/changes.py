@@ -175,6 +175,7 @@ def _follow_batches(
             break
         try:
             snapshot = _native.LogSet(paths)
+            _check_snapshot(snapshot.header_info())
         except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
             # archive written, the header not yet saying so): look again, for a while.
@@ -187,6 +188,32 @@ def _follow_batches(
         failing_since, failure = None, None
         native.refresh(snapshot)
     _warn_at_end(native)
+
+
+def _open_followed(source, poll_interval: float) -> LogSet:
+    """The first snapshot of a followed log: looked at again while it is between two steps
+    of the server (see :func:`_check_snapshot`), for :data:`STALL_SECONDS` at most."""
+    started = time.monotonic()
+    while True:
+        try:
+            log = open_log(source)
+            _check_snapshot(log._native.header_info())
+            return log
+        except LogError:
+            if time.monotonic() - started > STALL_SECONDS:
+                raise
+            time.sleep(max(poll_interval, 0.01))
+
+
+def _check_snapshot(header: Dict[str, Any]) -> None:
+    """A snapshot whose directory listing came before the server renamed its newest archive
+    into place, while its header (read after) already counts it, is refused (looked at
+    again): it would take the archive's pages for missing."""
+    made = header.get("nxarv_num") or 0
+    numbers = {a["number"] for a in header.get("archives", [])}
+    deleted = header.get("last_deleted_arv_num")
+    if made and (made - 1) not in numbers and (deleted is None or deleted < made - 1):
+        raise LogIOError(f"archive {made - 1} is not in the directory yet")
 
 
 def _warn_at_end(native) -> None:
@@ -433,7 +460,10 @@ def read_changes(
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
     empty (the raw images stay) for the fastest extraction.
     """
-    log = source if isinstance(source, LogSet) else open_log(source)
+    if follow and not isinstance(source, LogSet):
+        log = _open_followed(source, poll_interval)
+    else:
+        log = source if isinstance(source, LogSet) else open_log(source)
     if envelope is not None:
         choice("envelope", envelope, ENVELOPES)
     options = dict(

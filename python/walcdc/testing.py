@@ -19,7 +19,7 @@ b'new'
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from walcdc import _native
 from walcdc import oid as _oid
@@ -49,6 +49,8 @@ class LogWriter:
     ``stream_to``: write each archive into that directory as soon as it is certain (then
     ``finish`` must be given the same directory); the writer then holds about a ring and an
     archive in memory, however large the log grows, and keeps no list of record LSAs.
+    ``resume=True``: go on with the log in ``stream_to`` after the process writing it died, as
+    a server restarting after a crash (the same configuration; see :meth:`flush`).
     """
 
     def __init__(
@@ -60,13 +62,19 @@ class LogWriter:
         prefix: str = "walcdc",
         release: str = "11.4.0",
         stream_to: Union[str, os.PathLike[str], None] = None,
+        resume: bool = False,
     ):
         if stream_to is not None:
             stream_to = os.fspath(stream_to)
             os.makedirs(stream_to, exist_ok=True)
         self._w = _native.LogWriter(
-            page_size, active_pages, archive_pages, db_creation, prefix, release, stream_to
+            page_size, active_pages, archive_pages, db_creation, prefix, release, stream_to, resume
         )
+
+    def open_transactions(self) -> List[int]:
+        """Trids with records and no end record: after ``resume=True``, the transactions the
+        crash left open (end them, as the engine's recovery aborts them)."""
+        return list(self._w.open_transactions())
 
     def buffered_bytes(self) -> int:
         """Bytes of log pages held in memory."""

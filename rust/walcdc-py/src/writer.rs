@@ -26,7 +26,8 @@ impl PyLogWriter {
 #[pymethods]
 impl PyLogWriter {
     #[new]
-    #[pyo3(signature = (page_size=4096, active_pages=64, archive_pages=16, db_creation=1_700_000_000, prefix="walcdc", release="11.4.0", stream_to=None))]
+    #[pyo3(signature = (page_size=4096, active_pages=64, archive_pages=16, db_creation=1_700_000_000, prefix="walcdc", release="11.4.0", stream_to=None, resume=false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         page_size: usize,
         active_pages: i32,
@@ -35,6 +36,7 @@ impl PyLogWriter {
         prefix: &str,
         release: &str,
         stream_to: Option<PathBuf>,
+        resume: bool,
     ) -> PyResult<Self> {
         let cfg = WriterConfig {
             page_size,
@@ -45,11 +47,19 @@ impl PyLogWriter {
             release: release.to_string(),
         };
         let w = match stream_to {
+            Some(dir) if resume => LogWriter::resume(cfg, &dir),
             Some(dir) => LogWriter::streaming(cfg, &dir),
+            None if resume => Err("resume needs stream_to (the log's directory)".to_string()),
             None => LogWriter::new(cfg),
         }
         .map_err(PyValueError::new_err)?;
         Ok(PyLogWriter { inner: Some(w) })
+    }
+
+    /// Transactions with records and no end record (after a resume: those the crash left
+    /// open).
+    fn open_transactions(&self) -> Vec<i32> {
+        self.inner.as_ref().map_or_else(Vec::new, |w| w.open_transactions())
     }
 
     /// Bytes of log pages the writer holds in memory.

@@ -122,6 +122,10 @@ pub struct Walker {
     /// Where the walk stopped at the end of what was written, to go on from in a later
     /// snapshot of the log (the record expected there, or `(page, -1)`).
     stopped_at: Option<Lsa>,
+    /// Following: a page this walk (or the one before it, on an older snapshot) found absent
+    /// at this LSA. Once is a stale snapshot (the server archived the page and reused its
+    /// slot after the directory was listed); twice, in a fresh snapshot, it is missing.
+    absent_at: Option<Lsa>,
 }
 
 /// How far behind itself a walk keeps pages mapped: the reads a change reader makes back into
@@ -162,6 +166,7 @@ impl Walker {
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
             live: false,
             stopped_at: None,
+            absent_at: None,
         })
     }
 
@@ -313,6 +318,7 @@ impl Walker {
         let mut w = Walker::new(log, Some(at), self.end, self.on_encrypted)?;
         w.live = self.live;
         w.keep_mapped_pages = self.keep_mapped_pages;
+        w.absent_at = self.absent_at;
         Ok(Some(w))
     }
 
@@ -393,6 +399,10 @@ impl Walker {
                         if beyond =>
                     {
                         return self.live_tail(lsa)
+                    }
+                    Err(ParseProblem::Page { problem: PageProblem::Absent(_), .. }) if self.absent_at != Some(lsa) => {
+                        self.absent_at = Some(lsa);
+                        return self.live_tail(lsa); // a stale snapshot: look again in a fresh one
                     }
                     _ => {} // below the header's append position: as for a finished log
                 }

@@ -684,6 +684,112 @@ impl LogWriter {
         page
     }
 
+    /// A live writer going on with the log in `dir` after the process writing it died (as a
+    /// server restarting after a crash): the ring's unarchived pages are read back, and the log
+    /// ends after the last record whose successor (the next record's header, or the end
+    /// marker) is written and points back to it — where a reader following the log stops too;
+    /// a record cut short by the crash is overwritten. Transactions that were open are in
+    /// [`LogWriter::open_transactions`]: the caller ends them (the engine's recovery aborts
+    /// them). `cfg` must be the configuration the log was written with.
+    pub fn resume(cfg: WriterConfig, dir: &Path) -> Result<LogWriter, String> {
+        let err = |e: io::Error| format!("{}: {e}", dir.display());
+        let mut w = LogWriter::streaming(cfg, dir)?;
+        let (ps, n, k) = (w.cfg.page_size, w.cfg.active_pages as i64, w.cfg.archive_pages);
+        let active = fs::read(dir.join(format!("{}_lgat", w.cfg.prefix))).map_err(err)?;
+        if active.len() < ps * (n as usize + 1) {
+            return Err(format!("{}: the active volume is shorter than its ring", dir.display()));
+        }
+        let mut archives = Vec::new();
+        while dir.join(format!("{}_lgar{:03}", w.cfg.prefix, archives.len())).exists() {
+            archives.push(dir.join(format!("{}_lgar{:03}", w.cfg.prefix, archives.len())));
+        }
+        let base = archives.len() as i64 * k;
+        // The ring's pages from the first unarchived one, as long as each slot holds its page.
+        let slot_bytes = |p: i64| {
+            let s = (p.rem_euclid(n) + 1) as usize * ps;
+            &active[s..s + ps]
+        };
+        let mut last_page = base - 1;
+        while i64::from_le_bytes(slot_bytes(last_page + 1)[..8].try_into().expect("8 bytes")) == last_page + 1 {
+            last_page += 1;
+            if last_page - base >= n {
+                break;
+            }
+        }
+        w.base = base;
+        w.buf.clear();
+        for p in base..=last_page {
+            w.buf.extend_from_slice(slot_bytes(p));
+        }
+        w.archive_trids = vec![1; archives.len()];
+        w.stream = Some((dir.to_path_buf(), archives));
+        // The end: walk the records whose successor is written and points back.
+        let area = w.area;
+        let header_at = |w: &LogWriter, l: Lsa| -> Option<(Lsa, Lsa, i32, i32)> {
+            if l.pageid < w.base
+                || l.pageid > last_page
+                || l.offset < 0
+                || l.offset as usize + RECORD_HEADER_SIZE > area
+            {
+                return None;
+            }
+            let at = (l.pageid - w.base) as usize * ps + PAGE_HEADER_SIZE + l.offset as usize;
+            let h = &w.buf[at..at + RECORD_HEADER_SIZE];
+            let lsa = |o: usize| Lsa::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
+            let int = |o: usize| i32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
+            Some((lsa(8), lsa(16), int(24), int(28)))
+        };
+        let mut at = None;
+        for p in base..=last_page {
+            let off = i16::from_le_bytes(slot_bytes(p)[8..10].try_into().expect("2 bytes"));
+            if off >= 0 {
+                at = Some(Lsa::new(p, off));
+                break;
+            }
+        }
+        let mut end = at.unwrap_or(Lsa::new(base.max(0), 0));
+        while let Some((_, forw, trid, t)) = header_at(&w, end) {
+            if t == LOG_END_OF_LOG || forw.is_null() || forw <= end {
+                break;
+            }
+            match header_at(&w, forw) {
+                Some((back, _, _, next_t))
+                    if back == end && (next_t == LOG_END_OF_LOG || data_header_size(next_t).is_some()) => {}
+                _ => break,
+            }
+            w.last_lsa = end;
+            w.max_trid = w.max_trid.max(trid);
+            w.tran_last.insert(trid, end);
+            if t == LOG_COMMIT || t == LOG_ABORT {
+                w.tran_last.remove(&trid);
+            }
+            end = forw;
+        }
+        w.tran_last.retain(|&trid, _| trid > 0);
+        // What follows the end is rewritten: the end page keeps its bytes before the end.
+        w.pos = Pos { pageid: end.pageid, off: end.offset as usize };
+        w.ensure_page(end.pageid);
+        let keep = (end.pageid - w.base + 1) as usize * ps;
+        w.buf.truncate(keep);
+        let from = (end.pageid - w.base) as usize * ps + PAGE_HEADER_SIZE + end.offset as usize;
+        w.buf[from..].fill(FILL);
+        if w.buf[keep - ps + 8..keep - ps + 10] == end.offset.to_le_bytes() && end.offset >= 0 {
+            // The page's first record was cut short: no record starts on it any more.
+            w.buf[keep - ps + 8..keep - ps + 10].copy_from_slice(&(-1i16).to_le_bytes());
+        }
+        w.flushed_from = end.pageid;
+        w.live = true;
+        Ok(w)
+    }
+
+    /// Transactions with records and no end record (after [`LogWriter::resume`]: those the
+    /// crash left open), by trid.
+    pub fn open_transactions(&self) -> Vec<i32> {
+        let mut trids: Vec<i32> = self.tran_last.keys().copied().collect();
+        trids.sort_unstable();
+        trids
+    }
+
     /// Live writing, as a running server flushes its log: writes the pages appended since the
     /// last flush into their ring slots of `<dir>/<prefix>_lgat` (created on the first flush),
     /// page by page in log order, the last one from a copy holding an end-of-log marker at the
