@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import walcdc
+from walcdc import lsa as L
 from walcdc.deliver import Delivery, DeliveryQueue, WebhookSender, sign
 from walcdc.testing import LogWriter, Workload, cdc_oid
 
@@ -375,3 +376,11 @@ def test_https_with_a_private_ca_and_client_certificates(tmp_path):
         assert _without_repeats(receiver) == lsas
     finally:
         receiver.close()
+
+
+def test_debezium_envelopes(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 30)
+    _run(_deliver(tmp_path / "log", receiver.url, tmp_path / "state", envelope="debezium"))
+    got = receiver.events()
+    assert [L.parse(e["source"]["lsa"]) for e in got] == lsas
+    assert {e["op"] for e in got} == {"c"} and all(e["transaction"]["id"] for e in got)

@@ -442,7 +442,7 @@ def _event_position(batch: pa.RecordBatch, i: int) -> tuple:
         row = batch.slice(i % batch.num_rows, 1)
         return row.column("commit_lsa")[0].as_py(), row.column("lsa")[0].as_py()
     source = batch.column("source")[i % batch.num_rows].as_py()
-    return source["commit_lsa"], source["lsa"]
+    return L.parse(source["commit_lsa"]), L.parse(source["lsa"])
 
 
 def serve_metrics(metrics: Metrics, port: int, host: str = "127.0.0.1"):
