@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 
 import walcdc
 from walcdc import lsa as L
-from walcdc.deliver import Delivery, DeliveryQueue, WebhookSender, sign
+from walcdc.deliver import Delivery, DeliveryQueue, WebhookSender, serve_metrics, sign
 from walcdc.testing import LogWriter, Workload, cdc_oid
 
 
@@ -142,6 +143,16 @@ def test_every_event_is_delivered_in_order_signed(tmp_path, receiver):
         assert headers["webhook-signature"] == "v1," + base64.b64encode(mac.digest()).decode()
         assert len(json.loads(body)) <= 50
     assert metrics.events_delivered == len(lsas) and metrics.batches_dropped == 0
+    # Lag: the commits are from 2023 (the writer's clock); the reader was at the end.
+    assert metrics.lag_seconds > 3600 and metrics.lag_bytes >= 0
+    server = serve_metrics(metrics, 0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics") as r:
+            text = r.read().decode()
+    finally:
+        server.shutdown()
+    assert f"walcdc_events_delivered_total {len(lsas)}" in text
+    assert "# TYPE walcdc_lag_seconds gauge" in text
     queue = DeliveryQueue(str(tmp_path / "state" / "queue.sqlite"))
     assert len(queue) == 0 and queue.watermark == got[-1]["commit_lsa"]
 

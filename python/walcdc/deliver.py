@@ -113,7 +113,7 @@ class DeliveryQueue:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(
                 "CREATE TABLE IF NOT EXISTS batches (id INTEGER PRIMARY KEY, key TEXT,"
-                " last_lsa INTEGER, events INTEGER, size INTEGER, body BLOB,"
+                " last_lsa INTEGER, last_time REAL, events INTEGER, size INTEGER, body BLOB,"
                 " tries INTEGER DEFAULT 0)"
             )
             db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT)")
@@ -141,15 +141,18 @@ class DeliveryQueue:
         v = self._get("watermark")
         return int(v) if v is not None else None
 
-    def put(self, key: str, last_lsa: int, events: int, body: bytes, cursor: str) -> None:
-        """Queues a batch (``key``: its idempotency key; ``last_lsa``: its last commit LSA) and
-        the reader's cursor after it, together."""
+    def put(
+        self, key: str, last_lsa: int, last_time: float, events: int, body: bytes, cursor: str
+    ) -> None:
+        """Queues a batch (``key``: its idempotency key; ``last_lsa`` / ``last_time``: its last
+        commit LSA and time) and the reader's cursor after it, together."""
         db = self._db()
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute(
-                "INSERT INTO batches (key, last_lsa, events, size, body) VALUES (?, ?, ?, ?, ?)",
-                (key, last_lsa, events, len(body), body),
+                "INSERT INTO batches (key, last_lsa, last_time, events, size, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (key, last_lsa, last_time, events, len(body), body),
             )
             db.execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
             db.execute("COMMIT")
@@ -161,11 +164,13 @@ class DeliveryQueue:
         self._db().execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
 
     def oldest(self):
-        """``(id, key, last_lsa, events, body, tries)`` of the oldest batch, or None."""
+        """``(id, key, last_lsa, last_time, events, body, tries)`` of the oldest batch, or
+        None."""
         return (
             self._db()
             .execute(
-                "SELECT id, key, last_lsa, events, body, tries FROM batches ORDER BY id LIMIT 1"
+                "SELECT id, key, last_lsa, last_time, events, body, tries FROM batches"
+                " ORDER BY id LIMIT 1"
             )
             .fetchone()
         )
@@ -325,6 +330,8 @@ class Delivery:
         self._reader_done = threading.Event()
         self._stream = None
         self._error: Optional[BaseException] = None
+        self._page_size = 0
+        self._read_at = 0  # where the reader stands (LSA key)
         self.metrics.set(queue_bytes=self.queue.bytes())
 
     # --- the reader ---
@@ -346,7 +353,9 @@ class Delivery:
             )
             pending: List[pa.RecordBatch] = []
             rows, started = 0, time.monotonic()
+            self._page_size = walcdc.open_log(self.source).header()["page_size"]
             for batch in stream:
+                self._read_at = stream.cursor.position or self._read_at
                 self.metrics.add(events_read=batch.num_rows)
                 if batch.num_rows:
                     pending.append(batch)
@@ -376,7 +385,8 @@ class Delivery:
             return
         first, last = _event_position(batches[0], 0), _event_position(batches[-1], -1)
         key = "-".join(f"{L.format_lsa(c)}:{L.format_lsa(e)}" for c, e in (first, last))
-        self.queue.put(key, last[0], rows, _batch_body(batches), cursor)
+        when = _event_time(batches[-1], -1)
+        self.queue.put(key, last[0], when, rows, _batch_body(batches), cursor)
         self.metrics.add(events_queued=rows)
         self.metrics.set(queue_bytes=self.queue.bytes())
 
@@ -390,7 +400,7 @@ class Delivery:
                     return
                 time.sleep(0.01)
                 continue
-            batch_id, key, last, events, body, tries = item
+            batch_id, key, last, when, events, body, tries = item
             try:
                 status = self.sender.send(body, key)
                 ok = 200 <= status < 300
@@ -400,7 +410,11 @@ class Delivery:
             if ok:
                 self.queue.acknowledge(batch_id, last)
                 self.metrics.add(events_delivered=events, batches_delivered=1)
-                self.metrics.set(queue_bytes=self.queue.bytes())
+                self.metrics.set(
+                    queue_bytes=self.queue.bytes(),
+                    lag_seconds=max(0.0, time.time() - when) if when else 0.0,
+                    lag_bytes=max(0, self._log_bytes(self._read_at) - self._log_bytes(last)),
+                )
                 continue
             tries = self.queue.count_try(batch_id)
             self.metrics.add(retries=1)
@@ -413,6 +427,11 @@ class Delivery:
             log.warning("batch %s: %s; try %d again in %.2f s", key, why, tries + 1, delay)
             if self._stop.wait(delay * random.uniform(0.5, 1.0)):  # jitter
                 return
+
+    def _log_bytes(self, lsa_key: int) -> int:
+        """An LSA as a byte position in the log (for the lag in bytes)."""
+        pageid, offset = L.split(lsa_key) if lsa_key else (0, 0)
+        return pageid * self._page_size + max(offset, 0)
 
     def run(self) -> Metrics:
         reader = threading.Thread(target=self._read, name="walcdc-reader", daemon=True)
@@ -433,6 +452,16 @@ class Delivery:
         self._stop.set()
         if self._stream is not None:
             self._stream.close()
+
+
+def _event_time(batch: pa.RecordBatch, i: int) -> Optional[float]:
+    """The commit time (Unix seconds) of event ``i`` of a batch."""
+    row = batch.slice(i % batch.num_rows, 1)
+    if "commit_time" in batch.schema.names:
+        t = row.column("commit_time")[0].as_py()
+        return t.timestamp() if t is not None else None
+    ms = row.column("ts_ms")[0].as_py()
+    return ms / 1000 if ms is not None else None
 
 
 def _event_position(batch: pa.RecordBatch, i: int) -> tuple:
