@@ -96,11 +96,13 @@ def main(argv=None) -> int:
             seconds = time.perf_counter() - t - 0.2  # the idle timeout is not work
     finally:
         receiver.kill()
-    hwm = next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+    status = dict(x.split(":", 1) for x in open("/proc/self/status"))
+    mb = {k: int(status[k].split()[0]) / 1024 for k in ("VmHWM", "RssAnon", "RssFile")}
     print(
         f"{n:,} events in {seconds:.2f} s: {n / seconds:,.0f} events/s read, queued and "
-        f"delivered ({metrics.batches_delivered} POSTs of {args.batch_events}), "
-        f"peak RSS {hwm / 1024:.0f} MB"
+        f"delivered ({metrics.batches_delivered} POSTs of {args.batch_events}); peak RSS "
+        f"{mb['VmHWM']:.0f} MB, at the end {mb['RssAnon']:.0f} MB anonymous + "
+        f"{mb['RssFile']:.0f} MB mapped files"
     )
     return 0
 
