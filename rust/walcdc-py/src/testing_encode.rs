@@ -212,25 +212,7 @@ fn encode_row<'py>(
     prev_version: bool,
     chn: i32,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let rep = representation_of(repid, &columns)?;
-    encode_values(py, &rep, &values, mvcc_insid, delid, prev_version, chn)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn encode_values<'py>(
-    py: Python<'py>,
-    rep: &Representation,
-    values: &Bound<'py, PyAny>,
-    mvcc_insid: Option<u64>,
-    delid: Option<u64>,
-    prev_version: bool,
-    chn: i32,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let values = values_of(rep, values)?;
-    let header =
-        encode::RowHeader { chn, insid: mvcc_insid, delid, prev_version_lsa: prev_version.then_some(u64::MAX) };
-    let rec = encode::encode_row_with_header(rep, &values, &header).map_err(PyValueError::new_err)?;
-    Ok(PyBytes::new(py, &rec))
+    RowEncoder::new(repid, columns)?.encode(py, values, mvcc_insid, delid, prev_version, chn)
 }
 
 /// `RowEncoder(repid, columns)`: `encode_row` with the representation read once, for writers of
@@ -259,7 +241,11 @@ impl RowEncoder {
         prev_version: bool,
         chn: i32,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        encode_values(py, &self.rep, &values, mvcc_insid, delid, prev_version, chn)
+        let values = values_of(&self.rep, &values)?;
+        let header =
+            encode::RowHeader { chn, insid: mvcc_insid, delid, prev_version_lsa: prev_version.then_some(u64::MAX) };
+        let rec = encode::encode_row_with_header(&self.rep, &values, &header).map_err(PyValueError::new_err)?;
+        Ok(PyBytes::new(py, &rec))
     }
 }
 

@@ -247,10 +247,7 @@ impl ChangeReader {
             skip_events = c.txn_offset;
             skip_before = Some(c.position);
         }
-        let mut walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
-        if opts.follow {
-            walker = walker.follow();
-        }
+        let walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
         // Tables defined before the start are known from the class records before it.
         let (catalog, classes, staging) = match opts.start {
             Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
@@ -297,10 +294,7 @@ impl ChangeReader {
             });
         }
         opts.start = Some(state.position);
-        let mut walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
-        if opts.follow {
-            walker = walker.follow();
-        }
+        let walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
         Self::assemble(log, opts, walker, state, 0)
     }
 
@@ -322,6 +316,7 @@ impl ChangeReader {
             }
         }
         let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
+        let walker = if opts.follow { walker.follow() } else { walker };
         let buffered = state.txns.values().map(|t| t.bytes).sum();
         let volume_ids = opts.follow.then(|| {
             let mut ids = VolumeIds::default();

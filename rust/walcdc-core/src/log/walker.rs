@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{LogError, Result};
-use crate::le::lsa_at;
+use crate::le::{i32_at, lsa_at};
 use crate::logset::{Absent, Fetch, LogSet};
 use crate::lsa::Lsa;
 use crate::page::PAGE_HEADER_SIZE;
@@ -280,7 +280,6 @@ impl Walker {
         Ok(resume)
     }
 
-    /// The next record, `Ok(None)` at the end.
     /// Releases the pages more than [`KEEP_MAPPED_BYTES`] behind `pageid`, in steps of as much.
     fn release_behind(&mut self, pageid: i64) {
         let keep = self.keep_mapped_pages;
@@ -333,9 +332,8 @@ impl Walker {
         let Fetch::Ok(page) = self.log.fetch(next.pageid) else { return false };
         let at = crate::page::PAGE_HEADER_SIZE + next.offset as usize;
         let h = &page.bytes[at..at + crate::record::RECORD_HEADER_SIZE];
-        let back = Lsa::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
-        let rectype = i32::from_le_bytes([h[28], h[29], h[30], h[31]]);
-        back == rec.lsa
+        let rectype = i32_at(h, crate::record::TYPE_AT);
+        lsa_at(h, crate::record::BACK_LSA_AT) == rec.lsa
             && (rectype == crate::rectype::LOG_END_OF_LOG || crate::rectype::data_header_size(rectype).is_some())
     }
 
@@ -346,6 +344,7 @@ impl Walker {
         r
     }
 
+    /// The next record, `Ok(None)` at the end.
     pub fn next_record(&mut self) -> Result<Option<Record>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
@@ -374,19 +373,16 @@ impl Walker {
             }
             self.release_behind(lsa.pageid);
             let beyond = lsa >= self.must_exist_until;
-            let parsed = self.log.parse_record(lsa);
+            let mut parsed = self.log.parse_record(lsa);
             if self.live {
-                match parsed {
-                    Ok(rec) if self.sealed(&rec) => {
+                match &parsed {
+                    Ok(rec) if self.sealed(rec) => {
                         // Read again now that what follows is written: a record half copied
                         // when first read is complete now.
-                        match self.log.parse_record(lsa) {
-                            Ok(again) if again.forw_lsa == rec.forw_lsa => {
-                                self.last_lsa = Some(lsa);
-                                self.next = Some(again.forw_lsa);
-                                return Ok(Some(again));
-                            }
-                            _ => return self.live_tail(lsa),
+                        let forw = rec.forw_lsa;
+                        parsed = self.log.parse_record(lsa);
+                        if !matches!(&parsed, Ok(again) if again.forw_lsa == forw) {
+                            return self.live_tail(lsa);
                         }
                     }
                     Ok(_) | Err(ParseProblem::EndMarker) | Err(ParseProblem::NullForward) => {

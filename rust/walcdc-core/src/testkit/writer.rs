@@ -19,12 +19,13 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::le::{i32_at, lsa_at};
 use crate::logset::{ACTIVE_HEADER_SIZE, ACTIVE_MAGIC, ARCHIVE_MAGIC, VALID_PAGE_SIZES};
 use crate::lsa::Lsa;
-use crate::page::{set_checksum, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
+use crate::page::{set_checksum, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
 use crate::payload::{undo_diff, zip};
 use crate::record::layout::{advance_if_not_fit, align, data_end};
-use crate::record::{Pos, RECORD_HEADER_SIZE};
+use crate::record::{Pos, BACK_LSA_AT, FORW_LSA_AT, RECORD_HEADER_SIZE, TRID_AT, TYPE_AT};
 use crate::rectype::*;
 
 const ZIP_BIT: u32 = 0x8000_0000;
@@ -710,7 +711,7 @@ impl LogWriter {
             &active[s..s + ps]
         };
         let mut last_page = base - 1;
-        while i64::from_le_bytes(slot_bytes(last_page + 1)[..8].try_into().expect("8 bytes")) == last_page + 1 {
+        while PageHeader::parse(slot_bytes(last_page + 1)).logical_pageid == last_page + 1 {
             last_page += 1;
             if last_page - base >= n {
                 break;
@@ -735,13 +736,11 @@ impl LogWriter {
             }
             let at = (l.pageid - w.base) as usize * ps + PAGE_HEADER_SIZE + l.offset as usize;
             let h = &w.buf[at..at + RECORD_HEADER_SIZE];
-            let lsa = |o: usize| Lsa::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-            let int = |o: usize| i32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-            Some((lsa(8), lsa(16), int(24), int(28)))
+            Some((lsa_at(h, BACK_LSA_AT), lsa_at(h, FORW_LSA_AT), i32_at(h, TRID_AT), i32_at(h, TYPE_AT)))
         };
         let mut at = None;
         for p in base..=last_page {
-            let off = i16::from_le_bytes(slot_bytes(p)[8..10].try_into().expect("2 bytes"));
+            let off = PageHeader::parse(slot_bytes(p)).offset;
             if off >= 0 {
                 at = Some(Lsa::new(p, off));
                 break;
