@@ -132,15 +132,23 @@ def measure(case: str, path: Path) -> Dict[str, Any]:
     return result
 
 
-def peak_rss_kb() -> int:
-    """This process's peak resident set since it started (``VmHWM``; ``ru_maxrss`` would
-    include the parent's from before the fork)."""
+def _status_kb(field: str) -> Optional[int]:
+    """A ``kB`` field of /proc/self/status (None where there is none)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     except OSError:
         pass
+    return None
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set since it started (``VmHWM``; ``ru_maxrss`` would
+    include the parent's from before the fork)."""
+    peak = _status_kb("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -148,13 +156,7 @@ def peak_rss_kb() -> int:
 
 def anon_kb() -> int:
     """This process's anonymous resident memory (what it allocated, not the mapped log)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return _status_kb("RssAnon") or 0
 
 
 def child_main(case: str, path: str) -> None:

@@ -174,8 +174,7 @@ def _follow_batches(
         if stop.wait(poll_interval):
             break
         try:
-            snapshot = _native.LogSet(paths)
-            _check_snapshot(snapshot.header_info())
+            snapshot = _snapshot(lambda: _native.LogSet(paths))
         except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
             # archive written, the header not yet saying so): look again, for a while.
@@ -192,28 +191,30 @@ def _follow_batches(
 
 def _open_followed(source, poll_interval: float) -> LogSet:
     """The first snapshot of a followed log: looked at again while it is between two steps
-    of the server (see :func:`_check_snapshot`), for :data:`STALL_SECONDS` at most."""
+    of the server (see :func:`_snapshot`), for :data:`STALL_SECONDS` at most."""
     started = time.monotonic()
     while True:
         try:
-            log = open_log(source)
-            _check_snapshot(log._native.header_info())
-            return log
+            return _snapshot(lambda: open_log(source))
         except LogError:
             if time.monotonic() - started > STALL_SECONDS:
                 raise
             time.sleep(max(poll_interval, 0.01))
 
 
-def _check_snapshot(header: Dict[str, Any]) -> None:
-    """A snapshot whose directory listing came before the server renamed its newest archive
-    into place, while its header (read after) already counts it, is refused (looked at
-    again): it would take the archive's pages for missing."""
+def _snapshot(open_it):
+    """A snapshot of a followed log (``open_it()``: a :class:`LogSet` or a native one),
+    refused (:class:`LogIOError`; look again) if its directory listing came before the server
+    renamed its newest archive into place while its header, read after, already counts it: it
+    would take that archive's pages for missing."""
+    log = open_it()
+    header = getattr(log, "_native", log).header_info()
     made = header.get("nxarv_num") or 0
     numbers = {a["number"] for a in header.get("archives", [])}
     deleted = header.get("last_deleted_arv_num")
     if made and (made - 1) not in numbers and (deleted is None or deleted < made - 1):
         raise LogIOError(f"archive {made - 1} is not in the directory yet")
+    return log
 
 
 def _warn_at_end(native) -> None:
@@ -460,6 +461,8 @@ def read_changes(
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
     empty (the raw images stay) for the fastest extraction.
     """
+    if follow and (poll_interval <= 0 or (idle_timeout is not None and idle_timeout < 0)):
+        raise argument_error("poll_interval", "{} must be positive (and idle_timeout at least 0)")
     if follow and not isinstance(source, LogSet):
         log = _open_followed(source, poll_interval)
     else:
@@ -488,10 +491,6 @@ def read_changes(
     )
     follow_args = None
     if follow:
-        if poll_interval <= 0 or (idle_timeout is not None and idle_timeout < 0):
-            raise argument_error(
-                "poll_interval", "{} must be positive (and idle_timeout at least 0)"
-            )
         follow_args = dict(
             paths=log._paths, poll_interval=float(poll_interval), idle_timeout=idle_timeout
         )

@@ -30,6 +30,7 @@ durable queue between the reader and the sender (``walcdc deliver``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import http.client
@@ -42,7 +43,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow as pa
 
@@ -129,6 +130,18 @@ class DeliveryQueue:
             self._local.db = db
         return db
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed whole, or rolled back on any error."""
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
     def _get(self, key: str) -> Optional[str]:
         row = self._db().execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
@@ -149,19 +162,13 @@ class DeliveryQueue:
     ) -> None:
         """Queues a batch (``key``: its idempotency key; ``last_lsa`` / ``last_time``: its last
         commit LSA and time) and the reader's cursor after it, together."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO batches (key, last_lsa, last_time, events, size, body)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (key, last_lsa, last_time, events, len(body), body),
             )
             db.execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def save_cursor(self, cursor: str) -> None:
         self._db().execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
@@ -180,15 +187,9 @@ class DeliveryQueue:
 
     def acknowledge(self, batch_id: int, last_lsa: int) -> None:
         """The batch was delivered: it leaves the queue and the watermark moves, together."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction() as db:
             db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
             db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (str(last_lsa),))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
 
     def drop(self, batch_id: int) -> None:
         self._db().execute("DELETE FROM batches WHERE id=?", (batch_id,))
