@@ -59,11 +59,11 @@ def test_sizes_parse():
 def test_the_record_mix_matches_the_fixtures(tmp_path, name, page_size):
     """The generated log's record types, by share of records and of bytes, are those of the
     fixture written by CUBRID with the same page size (its sessions mostly bulk-insert, as the
-    generator's do): within 2.5 points of the records and 6 points of the bytes for every type
-    holding 0.5 % or more of either log. docs/scale.md shows the table."""
+    generator's do): within 2.5 points of the records and 6 points of the bytes for every record
+    type of either log. docs/scale.md shows the table (types of 0.5 % or more)."""
     Generator(tmp_path, 16 << 20, seed=3, page_size=page_size, archive_mb=4).run(progress=False)
-    rows = compare_mix(fixture_dir(name), tmp_path)
-    assert len(rows) >= 8
+    rows = compare_mix(fixture_dir(name), tmp_path, floor=0.0)
+    assert len(rows) >= 15
     for t, rec_f, rec_g, bytes_f, bytes_g, _, _ in rows:
         assert abs(rec_f - rec_g) <= 2.5, (t, rec_f, rec_g)
         assert abs(bytes_f - bytes_g) <= 6.0, (t, bytes_f, bytes_g)
