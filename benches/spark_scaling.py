@@ -55,7 +55,7 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     split = split_mb << 20
     paths = ws._volume_paths(log)
     ranges = log.ranges(split)
-    kwargs, _ = ws._checked_options(
+    kwargs, _, _ = ws._checked_options(
         log,
         **{k: None for k in ("start", "end", "tables", "exclude_tables", "users", "ops", "schema")},
         include_trigger=True,

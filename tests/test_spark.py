@@ -5,6 +5,7 @@ few pages."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -261,6 +262,62 @@ def test_two_incremental_runs_give_exactly_one_runs_rows(spark, name, fraction, 
     rest = walcdc.read_changes(log, cursor=cursor, committed_only=committed_only)
     rest.read_all()
     assert end_cursor(spark, d, cursor=cursor, **kw) == rest.cursor
+
+
+def test_the_next_run_reads_only_the_new_archives(spark, tmp_path):
+    """``end_cursor`` carries the catalog at its restart point: the next run starts its facts
+    there, needs no archive before it (gone here), and gives the local stream's rows."""
+    from walcdc.spark import end_cursor, read_changes
+
+    d = fixture_dir("p4k")
+    log = walcdc.open_log(d)
+    lsas = log.records().read_all().column("lsa")
+    split = small_split(log)
+    cursor = end_cursor(spark, d, end=lsas[int(len(lsas) * 0.6)].as_py(), split_bytes=split)
+    assert cursor.catalog is not None
+    needed = log.min_archive_needed(cursor)
+    kept = [v for v in log.header()["volumes"] if v["kind"] != "archive" or v["number"] >= needed]
+    assert len(kept) < len(log.header()["volumes"])
+    for v in kept:
+        shutil.copy(v["path"], tmp_path)
+    want = walcdc.read_changes(log, cursor=cursor).read_all()
+    want, got = local_as_spark(
+        want, read_changes(spark, str(tmp_path), cursor=cursor, split_bytes=split)
+    )
+    assert got.num_rows == want.num_rows > 1000
+    assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
+
+
+@pytest.mark.parametrize("name,fraction", [("breadth", 0.4), ("breadth", 0.45), ("v11_2", 0.07)])
+def test_a_local_cursor_with_a_checkpoint_inside_ddl_resumes_on_spark(
+    spark, monkeypatch, name, fraction
+):
+    """A local cursor's catalog checkpoint may lie where a DDL transaction is open (its class
+    changes staged): the Spark run seeded with it equals the local one, and so do the cursors
+    where they end."""
+    import walcdc._native as native
+    import walcdc.changes
+    from walcdc.spark import end_cursor, read_changes
+
+    monkeypatch.setattr(walcdc.changes, "_CHECKPOINT_EVERY", 4096)
+    d = fixture_dir(name)
+    log = walcdc.open_log(d)
+    lsas = log.records().read_all().column("lsa")
+    head = walcdc.read_changes(log, end=lsas[int(len(lsas) * fraction)].as_py())
+    head.read_all()
+    cursor = head.cursor
+    assert native.checkpoint_info(cursor.catalog)[1]  # transactions with class work staged
+    rest = walcdc.read_changes(log, cursor=cursor)
+    want, got = local_as_spark(
+        rest.read_all(), read_changes(spark, d, cursor=cursor, split_bytes=small_split(log))
+    )
+    assert got.num_rows == want.num_rows > 0
+    assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
+    ended = end_cursor(spark, d, cursor=cursor, split_bytes=small_split(log))
+    assert ended == rest.cursor
+    # The checkpoint the Spark run made resumes the local stream exactly as the local one.
+    again = walcdc.read_changes(log, cursor=ended).read_all()
+    assert again.equals(walcdc.read_changes(log, cursor=rest.cursor).read_all())
 
 
 def test_a_local_cursor_inside_a_transaction_resumes_on_spark(spark):

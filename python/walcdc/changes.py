@@ -3,12 +3,14 @@ report them, or committed work only, per transaction, in commit order, resumable
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
@@ -59,8 +61,16 @@ class Cursor:
     position: Optional[int] = None
     #: A cursor of the engine-compatible stream (``committed_only=False``).
     engine: bool = False
+    #: What the log's class records said at or before ``restart_lsa`` (opaque bytes): the
+    #: stream resumed from this cursor learns the tables defined before it from here instead
+    #: of walking the log from its beginning (so older archives need not be read, nor kept).
+    #: None: learned from the beginning of the log.
+    catalog: Optional[bytes] = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> str:
+        extra = {}
+        if self.catalog is not None:
+            extra["catalog"] = base64.b64encode(zlib.compress(self.catalog, 6)).decode("ascii")
         return json.dumps(
             {
                 "db_creation": self.db_creation,
@@ -73,6 +83,7 @@ class Cursor:
                     self.position if self.position is not None else self.restart_lsa
                 ),
                 "stream": "engine" if self.engine else "committed",
+                **extra,
             }
         )
 
@@ -85,6 +96,7 @@ class Cursor:
             offset = int(d.get("txn_offset", 0))
             position = L.parse(d["position"]) if d.get("position") else restart
             engine = d.get("stream", "committed") == "engine"
+            catalog = d.get("catalog")
             return cls(
                 int(d["db_creation"]),
                 restart,
@@ -92,8 +104,9 @@ class Cursor:
                 offset,
                 position,
                 engine,
+                zlib.decompress(base64.b64decode(catalog, validate=True)) if catalog else None,
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error):
             raise InvalidArgumentError(f"not a walcdc cursor: {text[:200]!r}") from None
 
     def save(self, path: Union[str, os.PathLike[str]]) -> None:
@@ -304,8 +317,9 @@ class ChangeStream:
 
     @property
     def cursor(self) -> Cursor:
-        """The resume point after the events read so far."""
-        return Cursor(*self._native.cursor())
+        """The resume point after the events read so far, with the catalog at or before it."""
+        fields = self._native.cursor()
+        return Cursor(*fields, catalog=self._native.catalog_checkpoint(fields[1]))
 
     @property
     def pending(self) -> List[Dict[str, Any]]:
@@ -499,6 +513,10 @@ def read_changes(
     )
 
 
+#: Log between two catalog checkpoints a stream takes for its cursors (see ``Cursor.catalog``):
+#: a stream resumed from a cursor walks at most about this much before its restart point.
+_CHECKPOINT_EVERY = 64 << 20
+
 #: The defaults of :func:`read_changes`' options (those :func:`_native_options` takes).
 OPTION_DEFAULTS: Dict[str, Any] = dict(
     start=None,
@@ -540,7 +558,9 @@ def _open_stream(
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     native_options = log._native.change_options(
-        **_native_options(log, **options), follow=follow is not None
+        **_native_options(log, **options),
+        follow=follow is not None,
+        checkpoint_every=_CHECKPOINT_EVERY,
     )
     native = log._native.changes(
         native_options, batch_size=int(batch_size), state=state, columns=columns, by_table=by_table
@@ -610,7 +630,8 @@ def _native_options(
         if all(o is not None for o in direct):
             return direct
         if not indexes:
-            indexes.append(TableIndex.of(log, user_schemas or ()))
+            since = cursor.catalog if cursor is not None else None
+            indexes.append(TableIndex.of(log, user_schemas or (), since))
         return indexes[0].resolve(value, argument)
 
     table_oids = resolve(tables, "tables") if tables is not None else None
@@ -638,6 +659,7 @@ def _native_options(
             if cursor
             else None
         ),
+        checkpoint=cursor.catalog if cursor else None,
         memory_limit=int(memory_limit),
         on_error=on_error,
         on_encrypted=on_encrypted,

@@ -148,7 +148,9 @@ class LogSet:
         _warn_unplaced(unplaced)
         _warn_beyond_end(self.last_walk["beyond_end"])
 
-    def schemas(self, on_encrypted: str = "skip") -> List[Dict[str, Any]]:
+    def schemas(
+        self, on_encrypted: str = "skip", *, since: Optional[bytes] = None
+    ) -> List[Dict[str, Any]]:
         """The table schemas the log's committed class records define: ``name`` (as stored,
         owner-qualified), ``class_oid`` (CDC packing) and ``class_oid_text``, ``current_repid``,
         ``dropped``, ``subclasses`` (partitions), and every ``representation`` with its
@@ -159,21 +161,26 @@ class LogSet:
         first). Each representation lists its own column names: the names its columns had while
         it was current (rows written before a RENAME COLUMN keep the old name there).
 
+        ``since``: a cursor's ``catalog`` (:attr:`walcdc.Cursor.catalog`): what it says, and the
+        class records after it (the log before it is not read).
+
         The log set's volumes do not change under it, so the walk is made once per log set
         (each call returns its own copy)."""
         import copy
+        import hashlib
         import json
 
         cache = self.__dict__.setdefault("_schemas", {})
-        if on_encrypted not in cache:
-            out = list(self._native.schemas(on_encrypted))
+        key = (on_encrypted, hashlib.sha256(since).digest() if since is not None else None)
+        if key not in cache:
+            out = list(self._native.schemas(on_encrypted, since))
             for s in out:
                 for r in s["representations"]:
                     for c in r["columns"]:
                         text = c.pop("default_json")
                         c["default"] = json.loads(text) if text is not None else None
-            cache[on_encrypted] = out
-        return copy.deepcopy(cache[on_encrypted])
+            cache[key] = out
+        return copy.deepcopy(cache[key])
 
     def ranges(self, split_bytes: int = 256 << 20) -> List[tuple]:
         """Record-aligned ranges of about ``split_bytes`` of log each, found from page headers
@@ -191,11 +198,18 @@ class LogSet:
 
     def min_archive_needed(self, cursor) -> Optional[int]:
         """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`
-        or a restart LSA) still needs: archives with smaller numbers can be deleted."""
+        or a restart LSA) still needs: archives with smaller numbers can be deleted. A cursor's
+        stream reads from its catalog checkpoint on (at or before its restart point); a cursor
+        without one learns the tables defined before it from the archives that remain."""
         from walcdc.options import position
 
-        restart = getattr(cursor, "restart_lsa", cursor)
-        return self._native.min_archive_needed(position(None, restart, "cursor"))
+        restart = position(None, getattr(cursor, "restart_lsa", cursor), "cursor")
+        catalog = getattr(cursor, "catalog", None)
+        if catalog is not None:
+            from walcdc._native import checkpoint_info
+
+            restart = min(restart, checkpoint_info(catalog)[0])
+        return self._native.min_archive_needed(restart)
 
     def record(self, lsa: Union[int, str]) -> Dict[str, Any]:
         """Random access: the record at ``lsa`` with its ``undo`` and ``redo`` images (unzipped,

@@ -165,8 +165,11 @@ class TableIndex:
             self._by_name.setdefault(full.rsplit(".", 1)[1], set()).add(class_oid)
 
     @classmethod
-    def of(cls, log, user_tables: Sequence[tuple] = ()) -> TableIndex:
-        return cls(log.schemas(), user_tables)
+    def of(
+        cls, log, user_tables: Sequence[tuple] = (), since: Optional[bytes] = None
+    ) -> TableIndex:
+        """The names of ``log`` (from a cursor's catalog checkpoint ``since`` on, if given)."""
+        return cls(log.schemas(since=since), user_tables)
 
     def resolve(self, value, argument: str) -> List[int]:
         """The class OIDs a filter selects, names resolved; unknown names are an error."""

@@ -16,13 +16,15 @@ dictionary-encoded strings are strings, timestamps are UTC instants.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections import OrderedDict
-from typing import Any, Iterator, List, Optional, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 
+from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, open_log
 
 __all__ = [
@@ -256,11 +258,12 @@ def _next_marker(rows, markers):
     )
 
 
-def _catalog_inputs(facts) -> List[Tuple[bool, int, int]]:
+def _catalog_inputs(facts, seed_trids: Sequence[int] = ()) -> List[Tuple[bool, int, int]]:
     """The records the catalog is built from, collected on the driver: every class-tracker
     write of the transaction instances that wrote a class-record image, and their end (or the
     start of the next instance under their trid, which drops what they staged). Bounded by the
-    DDL in the log, not by its changes."""
+    DDL in the log, not by its changes. ``seed_trids``: transactions with class work staged at
+    the catalog checkpoint the facts start at (their instance goes on to their first marker)."""
     from pyspark.sql import functions as F
 
     markers = facts.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
@@ -268,6 +271,17 @@ def _catalog_inputs(facts) -> List[Tuple[bool, int, int]]:
         facts.where(F.col("kind") == _CLASS_WRITE).select("trid", "lsa", "class_record"), markers
     )
     involved = writes.where("class_record").select("trid", "end_lsa", "end_kind").distinct()
+    if seed_trids:
+        seeds = markers.where(F.col("trid").isin(list(seed_trids)))
+        first = seeds.groupBy("trid").agg(F.min("lsa").alias("end_lsa"))
+        first = first.join(
+            seeds.select("trid", F.col("lsa").alias("end_lsa"), F.col("kind").alias("end_kind")),
+            ["trid", "end_lsa"],
+        )
+        still_open = writes.where(
+            F.col("trid").isin(list(seed_trids)) & F.col("end_lsa").isNull()
+        ).select("trid", "end_lsa", "end_kind")
+        involved = involved.unionByName(first).unionByName(still_open).distinct()
     key = involved.select(F.col("trid").alias("i_trid"), F.col("end_lsa").alias("i_end"))
     records = writes.join(
         key,
@@ -328,7 +342,7 @@ def read_changes(
     """
 
     log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs, skip = _checked_options(
+    kwargs, skip, seed = _checked_options(
         log,
         start=start,
         end=end,
@@ -348,10 +362,10 @@ def read_changes(
         decode=decode,
         redact=redact,
     )
-    return _changes_frame(spark, log, kwargs, skip, split_bytes)
+    return _changes_frame(spark, log, kwargs, skip, seed, split_bytes)
 
 
-def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typed=None):
+def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: int, typed=None):
     """The plan of :func:`read_changes`; ``typed``: a table's columns, to give ``before`` /
     ``after`` as typed structs (:func:`read_table_changes`). The joins run on (lsa, trid) rows
     only: images never cross a shuffle (pass 3 reads each range again and keeps the events
@@ -362,7 +376,7 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
 
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, versions, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
+    facts, versions, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
     _check_supplemental_logging(log, facts, plan.windowed, plan.start_key, plan.end_key)
     try:
         versions_shared = spark.sparkContext.broadcast(versions)
@@ -467,15 +481,17 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, split_bytes: int, typ
 _VERDICT = ["lsa", "trid", "user", "commit_lsa", "commit_time", "txn_seq", "end_lsa"]
 
 
-def _checked_options(log: LogSet, *, cursor, **options) -> dict:
+def _checked_options(log: LogSet, *, cursor, **options):
     """The keyword arguments of the native ``change_options`` (what tasks rebuild them from),
-    checked once on the driver, and ``skip``: a cursor becomes the start, and what the earlier
-    run emitted (``(last_commit_lsa, txn_offset, position)``)."""
+    checked once on the driver; ``skip``: a cursor becomes the start, and what the earlier
+    run emitted (``(last_commit_lsa, txn_offset, position)``); ``seed``: the cursor's catalog
+    checkpoint (the facts start there instead of at the beginning of the log), or None."""
     import walcdc._native as native
     from walcdc.changes import _native_options
 
     kwargs = _native_options(log, cursor=cursor, memory_limit=256 << 20, **options)
     native.check_cursor(log._native, log._native.change_options(**kwargs))
+    seed = kwargs.pop("checkpoint", None)
     skip = None
     if kwargs["cursor"] is not None:
         _, restart, last_commit, offset, position, _ = kwargs["cursor"]
@@ -483,13 +499,13 @@ def _checked_options(log: LogSet, *, cursor, **options) -> dict:
         skip = (last_commit, offset, position)
     if kwargs["start"] is not None:
         log.records(start=kwargs["start"], end=kwargs["start"]).read_all()  # a record start
-    return kwargs, skip
+    return kwargs, skip, seed
 
 
 #: Facts and catalog versions of recent reads, by session, volumes (with their sizes and
 #: times) and ranges: several reads of one log (one per table, say) walk it once. A volume that
 #: changed makes another key.
-_FACTS: OrderedDict[tuple, Tuple[Any, bytes]] = OrderedDict()
+_FACTS: OrderedDict[tuple, Tuple[Any, bytes, list]] = OrderedDict()
 _FACTS_KEPT = 4
 
 
@@ -500,36 +516,44 @@ def _session_key(spark):
         return id(spark)
 
 
-def _facts_and_plan(spark, log: LogSet, paths: List[str], kwargs: dict, skip, split_bytes: int):
+def _facts_and_plan(
+    spark, log: LogSet, paths: List[str], kwargs: dict, skip, seed, split_bytes: int
+):
     """The facts of the log (persisted: several joins read them), the catalog versions built
-    from them, and the plan over them."""
+    from them, the catalog inputs, and the plan over them."""
     from pyspark import StorageLevel
 
     import walcdc._native as native
 
     start_key, end_key = kwargs["start"], kwargs["end"]
-    # Facts cover the log from its beginning (the catalog before the start), to its end when
-    # keys are the names at the end of the log, or for CUBRID's stream (which looks for a
-    # transaction's user past the end of the window).
+    # Facts cover the log from its beginning (the catalog before the start) or from the
+    # cursor's catalog checkpoint, to the end of the log when keys are the names at the end of
+    # the log, or for CUBRID's stream (which looks for a transaction's user past the end of the
+    # window).
+    seed_at, seed_trids = native.checkpoint_info(seed) if seed is not None else (None, [])
+    if seed_at is not None and start_key is not None and seed_at > start_key:
+        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
     whole = not kwargs["committed_only"] or (kwargs["decode"] and kwargs["keys"] == "name_now")
     facts_end = None if whole else end_key
-    fact_ranges = _cut(_cut(_clip(log.ranges(split_bytes), None, facts_end), start_key), end_key)
+    fact_ranges = _cut(_cut(_clip(log.ranges(split_bytes), seed_at, facts_end), start_key), end_key)
     stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
-    key = (_session_key(spark), stats, tuple(fact_ranges), kwargs["on_encrypted"])
+    seed_key = hashlib.sha256(seed).digest() if seed is not None else None
+    key = (_session_key(spark), stats, tuple(fact_ranges), kwargs["on_encrypted"], seed_key)
     if key in _FACTS:
         _FACTS.move_to_end(key)
-        facts, versions = _FACTS[key]
+        facts, versions, inputs = _FACTS[key]
     else:
         facts = _facts_frame(spark, paths, fact_ranges, kwargs["on_encrypted"]).persist(
             StorageLevel.MEMORY_AND_DISK
         )
         # The catalog: built once on the driver from the class-record writes.
-        versions, _ = native.catalog_versions(log._native, _catalog_inputs(facts))
-        _FACTS[key] = (facts, versions)
+        inputs = _catalog_inputs(facts, seed_trids)
+        versions, _ = native.catalog_versions(log._native, inputs, seed)
+        _FACTS[key] = (facts, versions, inputs)
         while len(_FACTS) > _FACTS_KEPT:
-            old, _ = _FACTS.popitem(last=False)[1]
+            old = _FACTS.popitem(last=False)[1][0]
             old.unpersist()
-    return facts, versions, _Plan(facts, start_key, end_key, kwargs, skip)
+    return facts, versions, inputs, _Plan(facts, start_key, end_key, kwargs, skip)
 
 
 class _Plan:
@@ -817,10 +841,11 @@ def end_cursor(
     """
     from pyspark.sql import functions as F
 
+    import walcdc._native as native
     from walcdc.changes import Cursor
 
     log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs, skip = _checked_options(
+    kwargs, skip, seed = _checked_options(
         log,
         start=start,
         end=end,
@@ -842,7 +867,12 @@ def end_cursor(
     )
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, split_bytes)
+    facts, _, inputs, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+
+    def checkpoint(at: int) -> bytes:
+        """The catalog at the next run's restart point (it reads nothing before it)."""
+        return native.catalog_checkpoint(log._native, inputs, at, seed)
+
     # Where the walk stops: the end of the window's last range.
     counts = facts.where(F.col("kind") == _COUNTS)
     if plan.end_key is not None:
@@ -853,10 +883,6 @@ def end_cursor(
     last_commit, _, _ = skip or (None, 0, None)
     window_last = plan.windowed.where(F.col("kind") == _COMMIT).agg(F.max("lsa")).first()[0]
     db_creation = log.header()["db_creation"]
-    if not kwargs["committed_only"]:
-        return Cursor(db_creation, position, window_last, 0, position, True)
-    if window_last is not None:
-        last_commit = max(window_last, last_commit or 0)
     # The oldest transaction still open at the end restarts the next run.
     markers = plan.markers(plan.windowed)
     seen = plan.windowed.where(F.col("kind").isin(_START, _FIRST)).select("trid", "lsa")
@@ -864,7 +890,11 @@ def end_cursor(
         _next_marker(seen, markers).where(F.col("end_lsa").isNull()).agg(F.min("lsa"))
     ).first()[0]
     restart = position if open_first is None else min(open_first, position)
-    return Cursor(db_creation, restart, last_commit, 0, position, False)
+    if not kwargs["committed_only"]:
+        return Cursor(db_creation, restart, window_last, 0, position, True, checkpoint(restart))
+    if window_last is not None:
+        last_commit = max(window_last, last_commit or 0)
+    return Cursor(db_creation, restart, last_commit, 0, position, False, checkpoint(restart))
 
 
 def read_table_changes(spark, source, table, **kwargs):
@@ -897,7 +927,7 @@ def read_table_changes(spark, source, table, **kwargs):
     if unknown:
         raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")
     options.update(kwargs)
-    checked, skip = _checked_options(
+    checked, skip, seed = _checked_options(
         log, tables=[class_oid], exclude_tables=None, keys="id", cursor=cursor, **options
     )
-    return _changes_frame(spark, log, checked, skip, split_bytes, typed=columns)
+    return _changes_frame(spark, log, checked, skip, seed, split_bytes, typed=columns)

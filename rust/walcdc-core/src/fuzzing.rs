@@ -205,11 +205,16 @@ pub fn fuzz_changes(data: &[u8]) {
     }
 }
 
-/// A stream state read back from bytes (what a user hands to `read_changes(state=...)`).
+/// A stream state, or a cursor's catalog checkpoint, read back from bytes (what a user hands
+/// to `read_changes(state=...)` or `read_changes(cursor=...)`).
 pub fn fuzz_reader_state(data: &[u8]) {
     if let Ok(state) = ReaderState::from_bytes(data) {
         let again = state.to_bytes();
         let _ = ReaderState::from_bytes(&again).expect("a state's own bytes read back");
+    }
+    if let Ok(cp) = crate::catalog::CatalogCheckpoint::from_bytes(data) {
+        let again = cp.to_bytes();
+        let _ = crate::catalog::CatalogCheckpoint::from_bytes(&again).expect("a checkpoint's own bytes read back");
     }
 }
 

@@ -50,6 +50,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(arrow::encode_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_facts, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::catalog_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::catalog_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::checkpoint_info, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_events, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::finish_events, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::carrier_events_schema, m)?)?;

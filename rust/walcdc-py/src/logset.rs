@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes::{self, ChangeOptions, ChangeReader};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::records_arrow::RecordsBuilder;
@@ -105,7 +106,7 @@ impl PyLogSet {
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
         on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
-        follow=false))]
+        follow=false, checkpoint=None, checkpoint_every=64<<20))]
     #[allow(clippy::too_many_arguments)]
     fn change_options(
         &self,
@@ -129,8 +130,12 @@ impl PyLogSet {
         include_ddl: &str,
         redact: bool,
         follow: bool,
+        checkpoint: Option<&[u8]>,
+        checkpoint_every: u64,
     ) -> PyResult<PyChangeOptions> {
         let ops = parse_ops(py, ops)?;
+        let checkpoint =
+            checkpoint.map(|b| CatalogCheckpoint::from_bytes(b).map(Arc::new)).transpose().map_err(|e| to_py(py, e))?;
         let inner = ChangeOptions {
             start: key_to_lsa(start),
             end: key_to_lsa(end),
@@ -152,6 +157,8 @@ impl PyLogSet {
             redact,
             values: false,
             follow,
+            checkpoint,
+            checkpoint_every,
         };
         Ok(PyChangeOptions { inner })
     }
@@ -205,11 +212,26 @@ impl PyLogSet {
     }
 
     /// Every table schema the log's class records define (committed), with all representations.
-    #[pyo3(signature = (on_encrypted="skip"))]
-    fn schemas<'py>(&self, py: Python<'py>, on_encrypted: &str) -> PyResult<Bound<'py, PyList>> {
+    #[pyo3(signature = (on_encrypted="skip", checkpoint=None))]
+    fn schemas<'py>(
+        &self,
+        py: Python<'py>,
+        on_encrypted: &str,
+        checkpoint: Option<&[u8]>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let policy: OnEncrypted = parse_option(py, on_encrypted)?;
         let log = self.inner.clone();
-        let cat = py.detach(|| walcdc_core::catalog::learn(&log, policy)).map_err(|e| to_py(py, e))?;
+        let checkpoint = checkpoint.map(CatalogCheckpoint::from_bytes).transpose().map_err(|e| to_py(py, e))?;
+        let cat = py
+            .detach(|| match checkpoint {
+                // What the class records say from the checkpoint to the end of the log.
+                Some(cp) => {
+                    cp.check(&log, cp.at)?;
+                    cp.learn_until(&log, None, policy).map(|learned| learned.0)
+                }
+                None => walcdc_core::catalog::learn(&log, policy),
+            })
+            .map_err(|e| to_py(py, e))?;
         let mut classes: Vec<_> = cat.classes().collect();
         classes.sort_by(|a, b| a.name.cmp(&b.name));
         let out = PyList::empty(py);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeEvents};
 use walcdc_core::parallel_arrow::{
@@ -39,14 +40,9 @@ pub(crate) fn range_facts(
     Ok(Batch::new(facts_batch(&facts, range_start)))
 }
 
-/// Catalog versions from `(restart, trid, lsa, end)` inputs in log order: `(bytes, commits)`.
-#[pyfunction]
-pub(crate) fn catalog_versions<'py>(
-    py: Python<'py>,
-    log: PyRef<'_, PyLogSet>,
-    inputs: Vec<(bool, i32, u64, Option<u64>)>,
-) -> PyResult<(Bound<'py, PyBytes>, usize)> {
-    let inputs: Vec<CatalogInput> = inputs
+/// Catalog inputs as Python gives them: `(restart, trid, lsa, end)` in log order.
+fn catalog_inputs(inputs: Vec<(bool, i32, u64, Option<u64>)>) -> Vec<CatalogInput> {
+    inputs
         .into_iter()
         .map(|(restart, trid, lsa, end)| {
             let lsa = Lsa::from_key(lsa);
@@ -56,10 +52,54 @@ pub(crate) fn catalog_versions<'py>(
                 CatalogInput::Record { lsa, end: end.map(Lsa::from_key) }
             }
         })
-        .collect();
+        .collect()
+}
+
+fn checkpoint_from(py: Python<'_>, bytes: Option<&[u8]>) -> PyResult<Option<CatalogCheckpoint>> {
+    bytes.map(CatalogCheckpoint::from_bytes).transpose().map_err(|e| to_py(py, e))
+}
+
+/// Catalog versions from `(restart, trid, lsa, end)` inputs in log order, from the catalog
+/// checkpoint `seed` on when given: `(bytes, commits)`.
+#[pyfunction]
+#[pyo3(signature = (log, inputs, seed=None))]
+pub(crate) fn catalog_versions<'py>(
+    py: Python<'py>,
+    log: PyRef<'_, PyLogSet>,
+    inputs: Vec<(bool, i32, u64, Option<u64>)>,
+    seed: Option<&[u8]>,
+) -> PyResult<(Bound<'py, PyBytes>, usize)> {
+    let inputs = catalog_inputs(inputs);
+    let seed = checkpoint_from(py, seed)?;
     let log = log.inner.clone();
-    let versions = py.detach(|| CatalogVersions::build(&log, &inputs)).map_err(|e| to_py(py, e))?;
+    let versions = py.detach(|| CatalogVersions::build_from(&log, &inputs, seed.as_ref())).map_err(|e| to_py(py, e))?;
     Ok((PyBytes::new(py, &versions.to_bytes()), versions.commits()))
+}
+
+/// The catalog checkpoint at `at` (a cursor's restart point) from the same inputs.
+#[pyfunction]
+#[pyo3(signature = (log, inputs, at, seed=None))]
+pub(crate) fn catalog_checkpoint<'py>(
+    py: Python<'py>,
+    log: PyRef<'_, PyLogSet>,
+    inputs: Vec<(bool, i32, u64, Option<u64>)>,
+    at: u64,
+    seed: Option<&[u8]>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let inputs = catalog_inputs(inputs);
+    let seed = checkpoint_from(py, seed)?;
+    let log = log.inner.clone();
+    let cp = py
+        .detach(|| CatalogVersions::checkpoint(&log, &inputs, seed.as_ref(), Lsa::from_key(at)))
+        .map_err(|e| to_py(py, e))?;
+    Ok(PyBytes::new(py, &cp.to_bytes()))
+}
+
+/// A catalog checkpoint's LSA and the transactions with class work staged there.
+#[pyfunction]
+pub(crate) fn checkpoint_info(py: Python<'_>, checkpoint: &[u8]) -> PyResult<(u64, Vec<i32>)> {
+    let cp = CatalogCheckpoint::from_bytes(checkpoint).map_err(|e| to_py(py, e))?;
+    Ok((cp.at.to_key(), cp.open_trids()))
 }
 
 fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>> {

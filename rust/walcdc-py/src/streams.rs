@@ -9,7 +9,7 @@ use walcdc_core::changes::{ChangeReader, ReaderState};
 use walcdc_core::changes_arrow::{next_changes_batch, EventBatchBuilder};
 use walcdc_core::records_arrow::{next_batch, RecordsBuilder};
 use walcdc_core::typed_arrow::{next_table_batch, TableSplitter};
-use walcdc_core::Walker;
+use walcdc_core::{Lsa, Walker};
 
 use crate::arrow::{Batch, Schema};
 use crate::conversion::{beyond_end_dict, cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
@@ -191,6 +191,12 @@ impl ChangeBatches {
     /// read so far.
     fn cursor(&self) -> CursorTuple {
         cursor_tuple(&self.reader.cursor())
+    }
+
+    /// What the class records said at or before `restart` (a cursor's restart point), as
+    /// bytes to keep beside the cursor; None when the stream has none (user-given schemas).
+    fn catalog_checkpoint<'py>(&self, py: Python<'py>, restart: u64) -> Option<Bound<'py, PyBytes>> {
+        self.reader.catalog_checkpoint(Lsa::from_key(restart)).map(|c| PyBytes::new(py, &c.to_bytes()))
     }
 
     fn is_done(&self) -> bool {

@@ -710,10 +710,22 @@ pub fn learn_until(
     end: Option<crate::lsa::Lsa>,
     on_encrypted: crate::walker::OnEncrypted,
 ) -> Result<(Catalog, ClassTracker, Staging)> {
-    let mut catalog = Catalog::default();
-    let mut tracker = ClassTracker::default();
-    let mut staging = Staging::default();
-    let mut w = crate::walker::Walker::new(log.clone(), None, end, on_encrypted)?;
+    let seed = (Catalog::default(), ClassTracker::default(), Staging::default());
+    learn_from(log, seed, None, end, on_encrypted)
+}
+
+/// [`learn_until`] going on from what the class records said at `from` (`seed`, as
+/// [`learn_until`] returns it for `from`): the walk starts there.
+pub fn learn_from(
+    log: &std::sync::Arc<LogSet>,
+    seed: (Catalog, ClassTracker, Staging),
+    from: Option<crate::lsa::Lsa>,
+    end: Option<crate::lsa::Lsa>,
+    on_encrypted: crate::walker::OnEncrypted,
+) -> Result<(Catalog, ClassTracker, Staging)> {
+    let (mut catalog, mut tracker, mut staging) = seed;
+    // A start given by a checkpoint must be a record's (the checkpoint may come from a file).
+    let mut w = crate::walker::Walker::checked(log.clone(), from, end, on_encrypted)?;
     while let Some(rec) = w.next_record()? {
         if rec.trid <= 0 {
             continue;
@@ -726,4 +738,121 @@ pub fn learn_until(
         }
     }
     Ok((catalog, tracker, staging))
+}
+
+/// What the class records of a log say at one record boundary `at`: the committed catalog,
+/// the class-record tracker and the class changes of transactions still open there (what
+/// [`learn_until`] returns for `at`). Kept beside a cursor, it spares the next stream the walk
+/// from the beginning of the log to learn the tables defined before it: that stream learns
+/// from `at` only (a checkpoint is at or before the cursor's restart point).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct CatalogCheckpoint {
+    pub at: crate::lsa::Lsa,
+    pub db_creation: i64,
+    pub catalog: Catalog,
+    pub tracker: ClassTracker,
+    pub staging: Staging,
+}
+
+impl std::fmt::Debug for CatalogCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogCheckpoint").field("at", &self.at).field("db_creation", &self.db_creation).finish()
+    }
+}
+
+/// The first bytes of a serialized checkpoint, and its format version.
+const CHECKPOINT_MAGIC: &[u8; 8] = b"WALCDCCK";
+const CHECKPOINT_VERSION: u16 = 1;
+
+impl CatalogCheckpoint {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = CHECKPOINT_MAGIC.to_vec();
+        out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+        // Serializing plain data into a Vec cannot fail.
+        postcard::to_io(self, &mut out).expect("a catalog checkpoint serializes");
+        out
+    }
+
+    /// A checkpoint from [`CatalogCheckpoint::to_bytes`]; other bytes are an `InvalidArgument`
+    /// error (nothing in them is trusted for an allocation size).
+    pub fn from_bytes(bytes: &[u8]) -> Result<CatalogCheckpoint> {
+        let bad = |why: String| crate::error::LogError::InvalidArgument {
+            msg: format!("not a walcdc catalog checkpoint: {why}"),
+        };
+        let body = bytes.strip_prefix(CHECKPOINT_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic".into()))?;
+        let (version, body) = body.split_at_checked(2).ok_or_else(|| bad("truncated".into()))?;
+        let version = u16::from_le_bytes([version[0], version[1]]);
+        if version != CHECKPOINT_VERSION {
+            return Err(bad(format!("format version {version}, this walcdc reads {CHECKPOINT_VERSION}")));
+        }
+        let (cp, rest): (CatalogCheckpoint, &[u8]) = postcard::take_from_bytes(body).map_err(|e| bad(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(bad(format!("{} bytes after the checkpoint", rest.len())));
+        }
+        Ok(cp)
+    }
+
+    /// The checkpoint can seed a stream of `log` that starts at `start`.
+    pub fn check(&self, log: &LogSet, start: crate::lsa::Lsa) -> Result<()> {
+        let bad = |msg: String| Err(crate::error::LogError::InvalidArgument { msg });
+        if self.db_creation != log.db_creation {
+            return bad(format!(
+                "the catalog checkpoint belongs to another database (db_creation {}), this log set's is {}",
+                self.db_creation, log.db_creation
+            ));
+        }
+        if self.at > start {
+            return bad(format!("the catalog checkpoint at {} is past the start {start}", self.at));
+        }
+        Ok(())
+    }
+
+    /// What the class records say at `end` (at or after the checkpoint; `None`: the end of
+    /// the log), learned from it.
+    pub fn learn_until(
+        &self,
+        log: &std::sync::Arc<LogSet>,
+        end: Option<crate::lsa::Lsa>,
+        on_encrypted: crate::walker::OnEncrypted,
+    ) -> Result<(Catalog, ClassTracker, Staging)> {
+        let seed = (self.catalog.clone(), self.tracker.clone(), self.staging.clone());
+        if end == Some(self.at) {
+            return Ok(seed);
+        }
+        learn_from(log, seed, Some(self.at), end, on_encrypted)
+    }
+
+    /// Transactions with class work staged at the checkpoint (their end decides it).
+    pub fn open_trids(&self) -> Vec<i32> {
+        let mut t: Vec<i32> = self.staging.by_trid.keys().chain(self.tracker.txn_pages.keys()).copied().collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+}
+
+#[cfg(test)]
+mod checkpoint_tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_round_trips_and_rejects_other_bytes() {
+        let mut catalog = Catalog::default();
+        catalog.add_columns(Oid { pageid: 7, slotid: 1, volid: 0 }, "t", Some(0), Vec::new());
+        let cp = CatalogCheckpoint {
+            at: crate::lsa::Lsa::new(12, 40),
+            db_creation: 99,
+            catalog,
+            tracker: ClassTracker::default(),
+            staging: Staging::default(),
+        };
+        let bytes = cp.to_bytes();
+        let back = CatalogCheckpoint::from_bytes(&bytes).unwrap();
+        assert_eq!((back.at, back.db_creation), (cp.at, 99));
+        assert_eq!(back.catalog.name(Oid { pageid: 7, slotid: 1, volid: 0 }), Some("t"));
+        for bad in [&bytes[..bytes.len() - 3], &bytes[1..], &[bytes.as_slice(), &[0]].concat()[..], b"WALCDCCK\x09\x00"]
+        {
+            assert!(matches!(CatalogCheckpoint::from_bytes(bad), Err(crate::error::LogError::InvalidArgument { .. })));
+        }
+    }
 }

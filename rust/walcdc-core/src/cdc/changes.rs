@@ -202,7 +202,16 @@ pub struct ChangeReader {
     /// Following a live log: events' `vol` are ids stable across snapshots of the log set
     /// (whose volume indexes change as archives appear and go).
     volume_ids: Option<VolumeIds>,
+    /// What the class records said at points of the walk, oldest first (for cursors).
+    checkpoints: Vec<catalog::CatalogCheckpoint>,
+    /// Pages between checkpoints; 0: none are taken (user-given schemas).
+    checkpoint_pages: i64,
+    /// The page from which the next record read is a checkpoint.
+    next_checkpoint: i64,
 }
+
+/// Checkpoints kept while a transaction stays open (thinned beyond it).
+const MAX_CHECKPOINTS: usize = 8;
 
 /// Volume ids that stay the same across snapshots of a followed log set: every volume name
 /// seen gets the next id.
@@ -248,9 +257,15 @@ impl ChangeReader {
             skip_before = Some(c.position);
         }
         let walker = Walker::checked(log.clone(), opts.start, opts.end, opts.on_encrypted)?;
-        // Tables defined before the start are known from the class records before it.
-        let (catalog, classes, staging) = match opts.start {
-            Some(s) if s.pageid > log.first_pageid || s.offset > 0 => {
+        // Tables defined before the start are known from the class records before it (from a
+        // checkpoint at or before the start, when one is given).
+        let (catalog, classes, staging) = match (opts.start, opts.checkpoint.clone()) {
+            (start, Some(cp)) => {
+                let start = start.unwrap_or(Lsa::new(log.first_pageid, 0));
+                cp.check(&log, start)?;
+                cp.learn_until(&log, Some(start), OnEncrypted::Skip)?
+            }
+            (Some(s), None) if s.pageid > log.first_pageid || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
             _ => (Catalog::default(), ClassTracker::default(), Staging::default()),
@@ -308,6 +323,13 @@ impl ChangeReader {
         skip_events: u32,
     ) -> Result<ChangeReader> {
         let mut catalog = state.catalog;
+        // Checkpoints hold what the log's class records say: not with user-given schemas,
+        // which join the catalog.
+        let checkpoint_pages = if opts.user_schemas.is_empty() {
+            (opts.checkpoint_every / log.page_size.max(1) as u64).clamp(1, i64::MAX as u64) as i64
+        } else {
+            0
+        };
         // The log's own class records (learned as the stream goes) take precedence.
         let user_schemas = std::mem::take(&mut opts.user_schemas);
         for (oid, name, repid, columns) in user_schemas.iter().cloned() {
@@ -347,7 +369,48 @@ impl ChangeReader {
             catalog,
             catalog_now,
             classes: state.classes,
+            checkpoints: Vec::new(),
+            checkpoint_pages,
+            next_checkpoint: if checkpoint_pages == 0 { i64::MAX } else { i64::MIN },
         })
+    }
+
+    /// Remembers what the class records say before the record at `at` (see
+    /// [`ChangeReader::catalog_checkpoint`]). Keeps the newest checkpoint at or before the
+    /// restart point of the stream's cursor and those after it, thinned to a few.
+    fn take_checkpoint(&mut self, at: Lsa) {
+        if self.checkpoint_pages == 0 || self.checkpoints.last().is_some_and(|c| c.at >= at) {
+            return;
+        }
+        self.next_checkpoint = at.pageid.saturating_add(self.checkpoint_pages);
+        let restart = self.cursor().restart_lsa;
+        if let Some(newest_usable) = self.checkpoints.iter().rposition(|c| c.at <= restart) {
+            self.checkpoints.drain(..newest_usable);
+        }
+        if self.checkpoints.len() >= MAX_CHECKPOINTS {
+            // A transaction open for long: keep every other one after the first.
+            let mut i = 0;
+            self.checkpoints.retain(|_| {
+                i += 1;
+                i == 1 || i % 2 == 0
+            });
+        }
+        self.checkpoints.push(catalog::CatalogCheckpoint {
+            at,
+            db_creation: self.log.db_creation,
+            catalog: self.catalog.clone(),
+            tracker: self.classes.clone(),
+            staging: self.staging.clone(),
+        });
+    }
+
+    /// What the class records said at a point at or before `restart` (a cursor's restart
+    /// point), for the next stream to start learning from there: the newest the reader
+    /// remembers (one every `ChangeOptions::checkpoint_every` bytes of log, and where it
+    /// ended). `None`
+    /// with user-given schemas, or before any record was read.
+    pub fn catalog_checkpoint(&self, restart: Lsa) -> Option<&catalog::CatalogCheckpoint> {
+        self.checkpoints.iter().rev().find(|c| c.at <= restart)
     }
 
     /// The catalog at the end of the log, when keys are the names at the end.
@@ -473,18 +536,20 @@ impl ChangeReader {
             .unwrap_or_else(|| self.opts.start.unwrap_or(Lsa::new(self.log.first_pageid, 0)));
         // Everything before `here` has been read; what was emitted from it, the stream knows.
         let position = self.ready.front().map_or(here, |e| e.lsa.min(here));
+        // The oldest transaction still open restarts the walk: its user, undone ranges and
+        // events so far are learned again.
+        let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(position, |o| o.min(position));
         if !self.opts.committed_only {
-            // CUBRID's stream has no buffers: resume at the first record not yet emitted.
+            // CUBRID's stream has no buffers: what comes before `position` was emitted.
             return Cursor {
                 db_creation: self.log.db_creation,
-                restart_lsa: position,
+                restart_lsa,
                 last_commit_lsa: self.last_commit,
                 txn_offset: 0,
                 position,
                 engine: true,
             };
         }
-        let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(position, |o| o.min(position));
         let (last_commit, txn_offset) = match &self.emitting {
             // In the middle of a transaction: resume before it, skipping what was emitted.
             Some(e) => {
@@ -534,11 +599,20 @@ impl ChangeReader {
                         rec.vol = ids.of_index[rec.vol as usize];
                     }
                     self.stats.records += 1;
+                    if rec.lsa.pageid >= self.next_checkpoint {
+                        self.take_checkpoint(rec.lsa);
+                    }
                     self.process(&rec)?;
                 }
                 // Following: the written log ends here for now; the reader keeps what it
-                // knows (open transactions included) until `refresh` gives it more.
-                None if self.opts.follow => return Ok(None),
+                // knows (open transactions included) until `refresh` gives it more. With
+                // none open, a cursor restarts here: remember the catalog here too.
+                None if self.opts.follow => {
+                    if let Some(at) = self.txns.is_empty().then(|| self.walker.resume_point()).flatten() {
+                        self.take_checkpoint(at);
+                    }
+                    return Ok(None);
+                }
                 None => self.finish()?,
             }
         }
@@ -546,6 +620,9 @@ impl ChangeReader {
 
     fn finish(&mut self) -> Result<()> {
         self.done = true;
+        if let Some(at) = self.walker.resume_point() {
+            self.take_checkpoint(at);
+        }
         self.stats.pages_beyond_end = self.walker.beyond_end.map_or(0, |b| b.pages);
         self.stats.random_reads = self.log.random_reads() - self.reads_at_start;
         let mut pending: Vec<Pending> = self

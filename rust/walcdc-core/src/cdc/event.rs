@@ -344,6 +344,12 @@ pub struct ChangeOptions {
     /// Follow a live log: the reader stops where the written log ends for now, keeping what it
     /// knows, and goes on in a later snapshot of the log ([`crate::changes::ChangeReader::refresh`]).
     pub follow: bool,
+    /// What the class records said at or before the start (kept beside a cursor): the tables
+    /// defined before the start are learned from it instead of from the beginning of the log.
+    pub checkpoint: Option<std::sync::Arc<catalog::CatalogCheckpoint>>,
+    /// Log between two catalog checkpoints the reader takes for its cursors: a stream resumed
+    /// from a cursor walks about this much at most before its restart point.
+    pub checkpoint_every: u64,
 }
 
 impl ChangeOptions {
@@ -404,6 +410,8 @@ impl Default for ChangeOptions {
             redact: true,
             user_schemas: Vec::new(),
             follow: false,
+            checkpoint: None,
+            checkpoint_every: 64 << 20,
         }
     }
 }

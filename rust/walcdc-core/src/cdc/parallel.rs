@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::catalog::{self, Catalog, ClassChange, ClassTracker, Staging, UserColumn};
+use crate::catalog::{self, Catalog, CatalogCheckpoint, ClassChange, ClassTracker, Staging, UserColumn};
 use crate::changes::{self, ChangeOptions, Event, Op};
 use crate::error::{LogError, Result};
 use crate::extract::Extractor;
@@ -195,6 +195,8 @@ impl CatalogInput {
 /// effect), by `(trid, end)` as in [`CatalogInput::Record`].
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct CatalogVersions {
+    /// The catalog before the first input (a checkpoint's, when the inputs start at one).
+    base: Catalog,
     commits: Vec<(Lsa, Vec<ClassChange>)>,
     staged: BTreeMap<TxnKey, Vec<(Lsa, ClassChange)>>,
 }
@@ -208,8 +210,51 @@ impl CatalogVersions {
     /// Reads `inputs` (sorted by LSA, a restart before a record at the same LSA) with the class
     /// tracker, as the one-pass reader does over the whole log.
     pub fn build(log: &LogSet, inputs: &[CatalogInput]) -> Result<CatalogVersions> {
-        let mut tracker = ClassTracker::default();
-        let mut staging = Staging::default();
+        Ok(Self::replay(log, inputs, None, None)?.0)
+    }
+
+    /// As [`CatalogVersions::build`] for inputs from `seed.at` on (those of the transactions
+    /// open at the checkpoint included): the catalog before them is the checkpoint's.
+    pub fn build_from(
+        log: &LogSet,
+        inputs: &[CatalogInput],
+        seed: Option<&CatalogCheckpoint>,
+    ) -> Result<CatalogVersions> {
+        Ok(Self::replay(log, inputs, seed, None)?.0)
+    }
+
+    /// What the class records say at `at` (a record boundary at or after the seed), from the
+    /// inputs before it: the checkpoint a cursor restarting at `at` carries.
+    pub fn checkpoint(
+        log: &LogSet,
+        inputs: &[CatalogInput],
+        seed: Option<&CatalogCheckpoint>,
+        at: Lsa,
+    ) -> Result<CatalogCheckpoint> {
+        if let Some(s) = seed {
+            s.check(log, at)?;
+        }
+        let (_, catalog, tracker, staging) = Self::replay(log, inputs, seed, Some(at))?;
+        Ok(CatalogCheckpoint { at, db_creation: log.db_creation, catalog, tracker, staging })
+    }
+
+    /// The versions from the inputs (before `until`, if given), and the catalog, tracker and
+    /// staging where they stop.
+    fn replay(
+        log: &LogSet,
+        inputs: &[CatalogInput],
+        seed: Option<&CatalogCheckpoint>,
+        until: Option<Lsa>,
+    ) -> Result<(CatalogVersions, Catalog, ClassTracker, Staging)> {
+        let (base, mut tracker, mut staging, from) = match seed {
+            Some(s) => (s.catalog.clone(), s.tracker.clone(), s.staging.clone(), s.at),
+            None => (Catalog::default(), ClassTracker::default(), Staging::default(), Lsa::new(0, 0)),
+        };
+        // Transactions open at the seed: what they staged before it belongs to their instance
+        // (placed before every change of theirs).
+        let mut seeded: std::collections::HashSet<i32> =
+            seed.map(|s| s.open_trids().into_iter().collect()).unwrap_or_default();
+        let mut catalog = until.map(|_| base.clone());
         let mut commits = Vec::new();
         let mut staged: BTreeMap<TxnKey, Vec<_>> = BTreeMap::new();
         let mut last: Option<CatalogInput> = None;
@@ -218,8 +263,15 @@ impl CatalogVersions {
                 return Err(LogError::InvalidArgument { msg: "catalog inputs must be sorted by LSA".into() });
             }
             last = Some(*input);
+            if input.lsa() < from {
+                continue;
+            }
+            if until.is_some_and(|u| input.lsa() >= u) {
+                break;
+            }
             let (lsa, end) = match *input {
                 CatalogInput::Restart { trid, .. } => {
+                    seeded.remove(&trid);
                     staging.take(trid);
                     continue;
                 }
@@ -229,6 +281,12 @@ impl CatalogVersions {
             let rec = log.record_at(lsa)?;
             if rec.trid <= 0 {
                 continue;
+            }
+            if seeded.remove(&rec.trid) && !rec.prev_tranlsa.is_null() {
+                let before: Vec<_> = staging.of(rec.trid).iter().map(|c| (Lsa::new(0, 0), c.clone())).collect();
+                if !before.is_empty() {
+                    staged.entry((rec.trid, end)).or_default().extend(before);
+                }
             }
             let had = if rec.prev_tranlsa.is_null() { 0 } else { staging.of(rec.trid).len() };
             staging.record(&mut tracker, log, &rec)?;
@@ -241,6 +299,11 @@ impl CatalogVersions {
                 LOG_COMMIT => {
                     let changes = staging.take(rec.trid);
                     if !changes.is_empty() {
+                        if let Some(c) = catalog.as_mut() {
+                            for change in &changes {
+                                c.apply(change.clone());
+                            }
+                        }
                         commits.push((rec.lsa, changes));
                     }
                 }
@@ -250,7 +313,7 @@ impl CatalogVersions {
                 _ => {}
             }
         }
-        Ok(CatalogVersions { commits, staged })
+        Ok((CatalogVersions { base, commits, staged }, catalog.unwrap_or_default(), tracker, staging))
     }
 
     /// The class changes the transaction `(trid, end)` made before `lsa`.
@@ -299,7 +362,8 @@ pub struct CatalogAsOf {
 
 impl CatalogAsOf {
     pub fn new(versions: Arc<CatalogVersions>, user: Vec<UserSchema>, start: Option<Lsa>) -> Self {
-        CatalogAsOf { versions, user, start, catalog: Catalog::default(), next: 0, user_added: false }
+        let catalog = versions.base.clone();
+        CatalogAsOf { versions, user, start, catalog, next: 0, user_added: false }
     }
 
     fn add_user(&mut self) {
@@ -317,7 +381,7 @@ impl CatalogAsOf {
         let versions = self.versions.clone();
         let commits = &versions.commits;
         if self.next > 0 && !within(commits[self.next - 1].0) {
-            self.catalog = Catalog::default();
+            self.catalog = versions.base.clone();
             self.next = 0;
             self.user_added = false;
         }
@@ -338,7 +402,7 @@ impl CatalogAsOf {
 
     /// The catalog after every commit (for `KeyMode::NameNow`).
     pub fn at_end(&mut self) -> Catalog {
-        let mut now = Catalog::default();
+        let mut now = self.versions.base.clone();
         for (_, changes) in &self.versions.commits {
             for change in changes {
                 now.apply(change.clone());
@@ -443,6 +507,7 @@ mod tests {
     #[test]
     fn the_catalog_as_of_an_lsa_has_the_commits_before_it() {
         let versions = Arc::new(CatalogVersions {
+            base: Catalog::default(),
             commits: vec![
                 (Lsa::new(10, 0), vec![upsert("a", 100)]),
                 (Lsa::new(20, 0), vec![upsert("b", 200), upsert("a2", 100)]),
@@ -464,11 +529,29 @@ mod tests {
     }
 
     #[test]
+    fn versions_seeded_by_a_checkpoint_start_from_its_catalog() {
+        let mut base = Catalog::default();
+        base.apply(upsert("before", 300));
+        let versions = Arc::new(CatalogVersions {
+            base,
+            commits: vec![(Lsa::new(10, 0), vec![upsert("a", 100)])],
+            staged: Default::default(),
+        });
+        let name = |c: &Catalog, p| c.name(Oid { pageid: p, slotid: 1, volid: 0 }).map(str::to_string);
+        let mut at = CatalogAsOf::new(versions.clone(), Vec::new(), None);
+        assert_eq!(name(at.at(Lsa::new(5, 0), false), 300).as_deref(), Some("before"));
+        assert_eq!(name(at.at(Lsa::new(15, 0), false), 100).as_deref(), Some("a"));
+        // Backwards: rebuilt from the base, not from nothing.
+        assert_eq!(name(at.at(Lsa::new(5, 0), false), 300).as_deref(), Some("before"));
+        assert_eq!(name(&at.at_end(), 300).as_deref(), Some("before"));
+    }
+
+    #[test]
     fn a_transactions_own_changes_are_found_by_its_trid_and_end() {
         let end = Some(Lsa::new(50, 0));
         let mut staged = BTreeMap::new();
         staged.insert((7, end), vec![(Lsa::new(10, 0), upsert("a", 100)), (Lsa::new(12, 0), upsert("b", 100))]);
-        let v = CatalogVersions { commits: Vec::new(), staged };
+        let v = CatalogVersions { base: Catalog::default(), commits: Vec::new(), staged };
         assert_eq!(v.staged(7, end, Lsa::new(10, 0)).len(), 0);
         assert_eq!(v.staged(7, end, Lsa::new(11, 0)).len(), 1);
         assert_eq!(v.staged(7, end, Lsa::new(49, 0)).len(), 2);
@@ -482,6 +565,7 @@ mod tests {
     #[test]
     fn user_schemas_join_where_the_log_before_the_start_knows_nothing() {
         let versions = Arc::new(CatalogVersions {
+            base: Catalog::default(),
             commits: vec![
                 (Lsa::new(10, 0), vec![upsert("from_log", 100)]),
                 (Lsa::new(30, 0), vec![upsert("later", 100)]),
