@@ -123,6 +123,11 @@ def test_table_names_resolve_from_the_checkpoint(checkpoint_every_few_pages, tmp
     want = walcdc.read_changes(log, cursor=cursor, tables=table).read_all()
     assert got.num_rows > 0
     assert plain(got).equals(plain(want))
+    typed = walcdc.read_table_changes(tmp_path, table, cursor=cursor).read_all()
+    assert typed.num_rows == want.num_rows
+    assert plain(typed).equals(
+        plain(walcdc.read_table_changes(log, table, cursor=cursor).read_all())
+    )
 
 
 def test_a_bad_checkpoint_is_a_typed_error():

@@ -907,7 +907,7 @@ def read_table_changes(spark, source, table, **kwargs):
     split_bytes = kwargs.pop("split_bytes", DEFAULT_SPLIT_BYTES)
     cursor = kwargs.pop("cursor", None)
     log = source if isinstance(source, LogSet) else open_log(source)
-    class_oid, columns = _table_columns(log, table, kwargs)
+    class_oid, columns = _table_columns(log, table, {**kwargs, "cursor": cursor})
     options = dict(
         start=None,
         end=None,

@@ -7,7 +7,7 @@ from typing import Any, Dict, List
 
 import pyarrow as pa
 
-from walcdc.changes import OPTION_DEFAULTS, ChangeStream, TableChangeStream, _open_stream
+from walcdc.changes import OPTION_DEFAULTS, ChangeStream, Cursor, TableChangeStream, _open_stream
 from walcdc.errors import argument_error
 from walcdc.logset import LogSet, open_log
 from walcdc.options import TableIndex
@@ -34,7 +34,11 @@ def _table_columns(log: LogSet, table, kwargs: Dict[str, Any]):
         from walcdc.schemas import load_schema
 
         user_schemas = load_schema(kwargs["schema"])
-    class_oid, schema = TableIndex.of(log, user_schemas or ()).one(table, "table")
+    cursor = kwargs.get("cursor")
+    if cursor is not None and not isinstance(cursor, Cursor):
+        cursor = Cursor.load(cursor)
+    since = cursor.catalog if cursor is not None else None  # the log before it is not read
+    class_oid, schema = TableIndex.of(log, user_schemas or (), since).one(table, "table")
     current = next(r for r in schema["representations"] if r["repid"] == schema["current_repid"])
     return class_oid, sorted(current["columns"], key=lambda c: c["def_order"])
 
