@@ -40,6 +40,7 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     import walcdc
     import walcdc._native as native
     from walcdc import spark as ws
+    from walcdc.changes import OPTION_DEFAULTS
 
     spark = (
         SparkSession.builder.master(f"local[{cores}]")
@@ -55,20 +56,8 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     split = split_mb << 20
     paths = ws._volume_paths(log)
     ranges = log.ranges(split)
-    kwargs, _, _ = ws._checked_options(
-        log,
-        **{k: None for k in ("start", "end", "tables", "exclude_tables", "users", "ops", "schema")},
-        include_trigger=True,
-        include_ddl="matching",
-        committed_only=True,
-        mode="full",
-        keys="name_then",
-        cursor=None,
-        on_error="raise",
-        on_encrypted="skip",
-        decode=True,
-        redact=True,
-    )
+    options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    kwargs, _, _ = ws._checked_options(log, **{**options, "on_encrypted": "skip"})
 
     def candidate_events():
         facts = ws._facts_frame(spark, paths, ranges, "skip")

@@ -24,6 +24,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa
 
+from walcdc.changes import OPTION_DEFAULTS
 from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, open_log
 
@@ -845,26 +846,16 @@ def end_cursor(
     from walcdc.changes import Cursor
 
     log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs, skip, seed = _checked_options(
-        log,
+    options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    options.update(
         start=start,
         end=end,
-        tables=None,
-        exclude_tables=None,
-        users=None,
-        ops=None,
-        include_trigger=True,
-        include_ddl="matching",
-        committed_only=committed_only,
-        mode="full",
-        keys="name_then",
-        schema=None,
         cursor=cursor,
-        on_error="raise",
+        committed_only=committed_only,
         on_encrypted=on_encrypted,
         decode=False,
-        redact=True,
     )
+    kwargs, skip, seed = _checked_options(log, **options)
     paths = _volume_paths(log)
     _use_driver_python(spark)
     facts, _, inputs, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
@@ -908,21 +899,8 @@ def read_table_changes(spark, source, table, **kwargs):
     cursor = kwargs.pop("cursor", None)
     log = source if isinstance(source, LogSet) else open_log(source)
     class_oid, columns = _table_columns(log, table, {**kwargs, "cursor": cursor})
-    options = dict(
-        start=None,
-        end=None,
-        users=None,
-        ops=None,
-        include_trigger=True,
-        include_ddl="matching",
-        committed_only=True,
-        mode="full",
-        schema=None,
-        on_error="raise",
-        on_encrypted="raise",
-        decode=True,
-        redact=True,
-    )
+    fixed = ("tables", "exclude_tables", "keys", "cursor", "memory_limit")
+    options = {k: v for k, v in OPTION_DEFAULTS.items() if k not in fixed}
     unknown = set(kwargs) - set(options)
     if unknown:
         raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")

@@ -1,5 +1,5 @@
 //! Reads the committed change stream of a log set into Arrow batches, for profiling:
-//! `cargo run --release --example changes -- DIR [--decode] [--repeat N]`.
+//! `cargo run --release --example changes -- DIR [--decode] [--repeat N] [--table CLASS_OID]`.
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,11 +12,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let decode = args.iter().any(|a| a == "--decode");
     let repeat =
         args.iter().position(|a| a == "--repeat").and_then(|i| args.get(i + 1)).map_or(Ok(1), |n| n.parse())?;
-    let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with("--") && a.parse::<u32>().is_err()).collect();
+    let table: Option<u64> =
+        args.iter().position(|a| a == "--table").and_then(|i| args.get(i + 1)).map(|n| n.parse()).transpose()?;
+    let paths: Vec<&String> = args.iter().filter(|a| !a.starts_with("--") && a.parse::<u64>().is_err()).collect();
     let log = Arc::new(LogSet::open(&paths)?);
     for _ in 0..repeat {
         let t = Instant::now();
-        let opts = ChangeOptions { decode, on_encrypted: OnEncrypted::Skip, ..Default::default() };
+        let tables = table.map(|t| [t].into_iter().collect());
+        let opts = ChangeOptions { decode, tables, on_encrypted: OnEncrypted::Skip, ..Default::default() };
         let mut reader = ChangeReader::new(log.clone(), opts)?;
         let mut builder = ChangesBuilder::new(&log);
         let mut events = 0;

@@ -31,14 +31,17 @@ use pyo3::prelude::*;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `mi_option_purge_delay` (mimalloc.h): how long freed memory waits before it is returned to
-/// the system. Never: it is reused by the next batches instead of being faulted in again
-/// (what is kept is at most the peak in use).
+/// the system, in milliseconds. A quarter of a second: the next batches reuse it instead of
+/// faulting fresh memory in (3-5 % faster than mimalloc's 10 ms), and it is still returned soon
+/// enough that resident memory does not creep up over a long log (never returning it, the
+/// allocator's holdings grew by a third from a 1 GB log to a 4 GB one as batch sizes vary).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+const PURGE_DELAY_MS: std::ffi::c_long = 250;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // SAFETY: sets a documented allocator option; no memory is touched.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
     m.add_function(wrap_pyfunction!(functions::db_types, m)?)?;
     m.add_function(wrap_pyfunction!(functions::codesets, m)?)?;
     m.add_function(wrap_pyfunction!(functions::record_types, m)?)?;

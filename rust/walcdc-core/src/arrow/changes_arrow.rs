@@ -218,11 +218,13 @@ impl ChangesBuilder {
 
     pub fn finish(&mut self) -> RecordBatch {
         // The next batch is likely the size of this one: start its largest buffers at that
-        // size rather than growing them by doubling (each growth a copy).
+        // size, with an eighth more, rather than growing them by doubling (each growth a copy,
+        // and twice the memory).
         let rows = self.lsa.len();
-        let grown = |b: &BinaryBuilder| BinaryBuilder::with_capacity(rows, b.values_slice().len());
+        let room = |n: usize| n + n / 8;
+        let grown = |b: &BinaryBuilder| BinaryBuilder::with_capacity(rows, room(b.values_slice().len()));
         let (before, after) = (grown(&self.before), grown(&self.after));
-        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, b.values_slice().len());
+        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, room(b.values_slice().len()));
         let (before_json, after_json) = (text(&self.before_json), text(&self.after_json));
         let (mut before, mut after) =
             (std::mem::replace(&mut self.before, before), std::mem::replace(&mut self.after, after));
@@ -286,15 +288,24 @@ impl EventBatchBuilder for ChangesBuilder {
     }
 }
 
+/// Event bytes (images, statements; see `Event::weight`) past which a batch of change events
+/// ends before `max_rows`: a batch of wide rows stays small, so the memory a stream needs does
+/// not depend on how wide its log's rows are (one event more at worst).
+pub const MAX_BATCH_EVENT_BYTES: usize = 32 << 20;
+
 /// Reads up to `max_rows` events into one batch; `None` once the stream is over.
 pub fn next_changes_batch(
     reader: &mut ChangeReader,
     builder: &mut (impl EventBatchBuilder + ?Sized),
     max_rows: usize,
 ) -> Result<Option<RecordBatch>> {
-    while builder.len() < max_rows {
+    let mut bytes = 0;
+    while builder.len() < max_rows && bytes < MAX_BATCH_EVENT_BYTES {
         match reader.next_event()? {
-            Some(e) => builder.append(&e),
+            Some(e) => {
+                bytes += e.weight();
+                builder.append(&e)
+            }
             None => break,
         }
     }

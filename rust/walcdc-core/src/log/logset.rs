@@ -104,6 +104,46 @@ impl Volume {
         let _ = (first, count, page_size);
     }
 
+    /// Reads pages `[first, first + count)` into the page cache unless it holds them all (see
+    /// [`LogSet::prefetch_pages`]): large reads of the file whose bytes are dropped (the walk
+    /// maps them from the cache). A hint only: errors are ignored (the walk reports them).
+    fn prefetch(&self, first: usize, count: usize, page_size: usize) {
+        #[cfg(unix)]
+        if let Backing::Map(m) = &self.map {
+            use std::os::unix::fs::FileExt;
+            const OS_PAGE: usize = 4096;
+            let start = first.saturating_mul(page_size).min(m.len());
+            let end = start + count.saturating_mul(page_size).min(m.len() - start);
+            if start >= end {
+                return;
+            }
+            // Which 4 KiB pages the cache holds already.
+            let mut resident = vec![0u8; (end - start).div_ceil(OS_PAGE)];
+            // SAFETY: `start` is a multiple of the log page size (itself of 4 KiB) inside the
+            // map, the range lies in it, and `resident` has one byte per 4 KiB page of it.
+            let rc = unsafe {
+                libc::mincore(m.as_ptr().add(start) as *mut libc::c_void, end - start, resident.as_mut_ptr())
+            };
+            // Cached already (a log read again): nothing to do. Otherwise the whole range, in
+            // large reads (reading around what is cached makes many small ones).
+            if rc == 0 && resident.iter().all(|r| r & 1 != 0) {
+                return;
+            }
+            let Ok(file) = std::fs::File::open(&self.path) else { return };
+            let mut buf = vec![0u8; (end - start).min(1 << 20)];
+            let mut at = start;
+            while at < end {
+                let n = buf.len().min(end - at);
+                match file.read_at(&mut buf[..n], at as u64) {
+                    Ok(0) | Err(_) => return,
+                    Ok(read) => at += read,
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (first, count, page_size);
+    }
+
     fn is_verified(&self, physical: usize) -> bool {
         self.verified[physical / 64].load(Ordering::Relaxed) & (1 << (physical % 64)) != 0
     }
@@ -661,10 +701,23 @@ impl LogSet {
     /// [`Volume::release`]): where a forward walk has passed, so that its resident memory stays
     /// bounded however long the log. Reading them again stays correct, only slower.
     pub fn release_pages(&self, from: i64, to: i64) {
+        self.for_page_runs(from, to, |v, first, count| v.release(first, count, self.page_size));
+    }
+
+    /// Asks the system to read the pages `[from, to)` ahead (MADV_WILLNEED): a forward walk
+    /// calls it ahead of itself so that reading from disk overlaps decoding instead of
+    /// stalling on each page fault of a log larger than the page cache.
+    pub fn prefetch_pages(&self, from: i64, to: i64) {
+        self.for_page_runs(from, to, |v, first, count| v.prefetch(first, count, self.page_size));
+    }
+
+    /// Calls `f(volume, first physical page, count)` for each run of the pages `[from, to)`
+    /// that lie next to each other in one volume.
+    fn for_page_runs(&self, from: i64, to: i64, mut f: impl FnMut(&Volume, usize, usize)) {
         let mut run: Option<(usize, i64, i64)> = None; // (volume, first physical, count)
-        let flush = |r: Option<(usize, i64, i64)>| {
+        let mut flush = |r: Option<(usize, i64, i64)>| {
             if let Some((vol, first, count)) = r {
-                self.volumes[vol].release(first as usize, count as usize, self.page_size);
+                f(&self.volumes[vol], first as usize, count as usize);
             }
         };
         for pageid in from.max(0)..to {

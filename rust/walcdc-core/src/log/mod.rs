@@ -1,10 +1,11 @@
 //! Log volumes as a log set: files and headers, the page map, records by LSA (layout rules,
-//! data headers), the forward walk and the end of the log, payloads (LZ4, DIFF), record-aligned ranges.
+//! data headers), the forward walk (with its read-ahead) and the end of the log, payloads (LZ4, DIFF), record-aligned ranges.
 
 pub mod logset;
 pub mod payload;
 pub mod positions;
 pub mod ranges;
+pub(crate) mod readahead;
 pub mod record;
 pub mod source;
 pub mod walker;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{LogError, Result};
 use crate::le::{i32_at, lsa_at};
+use crate::log::readahead::ReadAhead;
 use crate::logset::{Absent, Fetch, LogSet};
 use crate::lsa::Lsa;
 use crate::page::PAGE_HEADER_SIZE;
@@ -115,6 +116,10 @@ pub struct Walker {
     pub last_lsa: Option<Lsa>,
     /// Pages below this one, from the walk's start, have been released (`LogSet::release_pages`).
     released_below: i64,
+    /// Pages below this one were asked to be read ahead.
+    prefetched_below: i64,
+    /// The thread reading ahead of a long walk.
+    read_ahead: Option<ReadAhead>,
     /// How many pages behind itself the walk keeps mapped ([`KEEP_MAPPED_BYTES`]).
     keep_mapped_pages: i64,
     /// Following a live log ([`Walker::follow`]).
@@ -163,6 +168,8 @@ impl Walker {
             end_reason: None,
             last_lsa: None,
             released_below: start.pageid.max(0),
+            prefetched_below: start.pageid.max(0),
+            read_ahead: None,
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
             live: false,
             stopped_at: None,
@@ -280,13 +287,28 @@ impl Walker {
         Ok(resume)
     }
 
-    /// Releases the pages more than [`KEEP_MAPPED_BYTES`] behind `pageid`, in steps of as much.
+    /// Releases the pages more than [`KEEP_MAPPED_BYTES`] behind `pageid`, in steps of as much,
+    /// and asks for as much ahead of it to be read (in steps of half as much).
     fn release_behind(&mut self, pageid: i64) {
         let keep = self.keep_mapped_pages;
         if pageid - self.released_below >= 2 * keep {
             let to = pageid - keep;
             self.log.release_pages(self.released_below, to);
             self.released_below = to;
+        }
+        if pageid + keep / 2 >= self.prefetched_below {
+            let mut to = pageid + keep;
+            if let Some(end) = self.end {
+                to = to.min(end.pageid + 1);
+            }
+            // Only a walk that has gone a window's length reads ahead (most are short).
+            if self.read_ahead.is_none() && pageid - self.released_below >= keep / 2 {
+                self.read_ahead = ReadAhead::start(self.log.clone(), pageid);
+            }
+            if let Some(r) = &self.read_ahead {
+                r.want(to);
+            }
+            self.prefetched_below = to;
         }
     }
 

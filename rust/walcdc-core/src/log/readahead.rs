@@ -1,0 +1,71 @@
+//! Reading a forward walk's pages ahead of it, on a thread of its own, so that reading a log
+//! larger than the page cache from disk overlaps decoding instead of stalling the walk on each
+//! page fault.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::logset::LogSet;
+
+/// Pages asked for in one call: small enough that the walk soon finds the first ones read.
+const CHUNK_BYTES: i64 = 4 << 20;
+
+struct Wanted {
+    /// Pages below this one are wanted.
+    below: AtomicI64,
+    stop: AtomicBool,
+}
+
+/// A thread that asks the system to read pages ahead of a walk (`LogSet::prefetch_pages`);
+/// stopped when dropped.
+pub(crate) struct ReadAhead {
+    wanted: Arc<Wanted>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ReadAhead {
+    /// Starts reading ahead from page `from`; `None` if no thread can be started (the walk
+    /// goes on without).
+    pub(crate) fn start(log: Arc<LogSet>, from: i64) -> Option<ReadAhead> {
+        let wanted = Arc::new(Wanted { below: AtomicI64::new(from), stop: AtomicBool::new(false) });
+        let mine = wanted.clone();
+        let chunk = (CHUNK_BYTES / log.page_size.max(1) as i64).max(1);
+        let thread = std::thread::Builder::new()
+            .name("walcdc-readahead".into())
+            .spawn(move || {
+                let mut done = from;
+                while !mine.stop.load(Ordering::Acquire) {
+                    let below = mine.below.load(Ordering::Acquire);
+                    if below <= done {
+                        std::thread::park();
+                        continue;
+                    }
+                    let to = below.min(done + chunk);
+                    log.prefetch_pages(done, to);
+                    done = to;
+                }
+            })
+            .ok()?;
+        Some(ReadAhead { wanted, thread: Some(thread) })
+    }
+
+    /// Pages below `below` are wanted.
+    pub(crate) fn want(&self, below: i64) {
+        if self.wanted.below.fetch_max(below, Ordering::AcqRel) < below {
+            if let Some(t) = &self.thread {
+                t.thread().unpark();
+            }
+        }
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.wanted.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
