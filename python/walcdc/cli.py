@@ -482,29 +482,8 @@ def extract(
         cursor = Cursor.load(cursor_file)
         if start is not None:
             raise click.UsageError("--from and an existing --cursor file exclude each other")
-    if by_table:
-        _extract_by_table(
-            log,
-            output,
-            cursor_file,
-            progress,
-            start=start,
-            end=end,
-            tables=list(tables) or None,
-            exclude_tables=list(exclude_tables) or None,
-            include_ddl=include_ddl,
-            users=list(users) or None,
-            ops=list(ops) or None,
-            mode=mode,
-            schema=schema_file,
-            cursor=cursor,
-            on_error=on_error,
-            on_encrypted=on_encrypted,
-            redact=not no_redact,
-        )
-        return
-    stream = walcdc.read_changes(
-        log,
+    # What both forms read: the filters, the window and how images are built.
+    options = dict(
         start=start,
         end=end,
         tables=list(tables) or None,
@@ -512,15 +491,18 @@ def extract(
         include_ddl=include_ddl,
         users=list(users) or None,
         ops=list(ops) or None,
-        committed_only=not engine,
         mode=mode,
-        keys=keys,
-        envelope=envelope,
         schema=schema_file,
         cursor=cursor,
         on_error=on_error,
         on_encrypted=on_encrypted,
         redact=not no_redact,
+    )
+    if by_table:
+        _extract_by_table(log, output, cursor_file, progress, **options)
+        return
+    stream = walcdc.read_changes(
+        log, committed_only=not engine, keys=keys, envelope=envelope, **options
     )
     info = log.header()
     with _Progress(info, progress, "extracting") as bar:

@@ -393,12 +393,14 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     slim_target = _spark_arrow_schema(spark, slim)
 
     def read_slim(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Pass 2: the candidate events of each range, as (lsa, trid) only."""
+        """Pass 2: the candidate events of each range, as (lsa, trid) only. Read without images
+        (mode "id"): which records are events is decided before any image is built (an
+        update's after image, which tells an OID reservation apart, is read in every mode)."""
         import walcdc
         import walcdc._native as n
 
         task_log = walcdc.open_log(paths)
-        task_options = task_log._native.change_options(**kwargs)
+        task_options = task_log._native.change_options(**{**kwargs, "mode": "id", "decode": False})
         v = versions_bytes()
         for t in tasks:
             for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):

@@ -308,6 +308,8 @@ pub struct LogSet {
     pub first_pageid: i64,
     /// Pages fetched below a watched page (see [`LogSet::watch_below`]).
     watch: PageWatch,
+    /// Bytes of all volumes (an upper bound for any length field, checked for every record).
+    total_bytes: u64,
 }
 
 /// Records the pages fetched below a chosen page, to show that a reader started in the middle
@@ -646,8 +648,17 @@ impl LogSet {
             }
         }
 
-        let mut set =
-            LogSet { volumes, page_size, db_creation, active, archives, first_pageid: 0, watch: PageWatch::default() };
+        let total_bytes = volumes.iter().map(|v| v.len() as u64).sum();
+        let mut set = LogSet {
+            volumes,
+            page_size,
+            db_creation,
+            active,
+            archives,
+            first_pageid: 0,
+            watch: PageWatch::default(),
+            total_bytes,
+        };
         set.first_pageid = set.compute_first_pageid();
         Ok(set)
     }
@@ -695,6 +706,12 @@ impl LogSet {
         // Archives tile the page space contiguously, but are not all the same size: search.
         let i = self.archives.partition_point(|a| a.last_pageid() < pageid);
         self.archives.get(i).filter(|a| a.contains(pageid))
+    }
+
+    /// Total bytes of all volumes: an upper bound for any length field (summed once, at open:
+    /// it is checked for every record, and a log set may have hundreds of volumes).
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
     }
 
     /// Tells the system that logical pages `[from, to)` will not be read soon (see

@@ -426,9 +426,4 @@ impl LogSet {
             ParseProblem::Invalid(msg) => LogError::corrupt(&file(header_vol()), lsa, msg),
         }
     }
-
-    /// Total bytes of all volumes: an upper bound for any length field.
-    pub fn total_bytes(&self) -> u64 {
-        self.volumes().iter().map(|v| v.len() as u64).sum()
-    }
 }
