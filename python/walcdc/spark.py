@@ -339,7 +339,9 @@ def read_changes(
 
     ``cursor``: resume after an earlier run (a :class:`walcdc.Cursor`, or the path of a saved
     one), exactly as the local stream does; :func:`end_cursor` gives the cursor where a run
-    ends, for the next one.
+    ends, for the next one. The facts then start at the cursor's catalog checkpoint (at or
+    before its restart point), so a daily run reads only the archives written since the last
+    one (older ones may be deleted: ``LogSet.min_archive_needed(cursor)``).
     """
 
     log = source if isinstance(source, LogSet) else open_log(source)
@@ -839,8 +841,9 @@ def end_cursor(
     """The cursor where :func:`read_changes` over the same window (``start`` or ``cursor``, and
     ``end``) ends: the next run passes it as ``cursor=`` and gets exactly the rest, no event
     lost or repeated. Equal to the local stream's :attr:`~walcdc.ChangeStream.cursor` at its
-    end. Computed from the log's facts alone (no event is read); give the next run the same
-    ``end`` as this one (``end=cursor.position``) if the log may grow in between.
+    end. Computed from the log's facts alone (no event is read), with the catalog checkpoint at
+    its restart point (built on the driver from the class-record writes); give the next run the
+    same ``end`` as this one (``end=cursor.position``) if the log may grow in between.
     """
     from pyspark.sql import functions as F
 
