@@ -52,6 +52,18 @@ def fixture_dir(name: str) -> Path:
     return out
 
 
+def copy_needed_volumes(log, cursor, dest: Path) -> int:
+    """Copies into ``dest`` the volumes a stream resuming at ``cursor`` needs (the active log and
+    the archives from ``log.min_archive_needed(cursor)`` on), as a daily job that deleted the
+    older archives has them; returns how many volumes were left out."""
+    needed = log.min_archive_needed(cursor)
+    volumes = log.header()["volumes"]
+    kept = [v for v in volumes if v["kind"] != "archive" or v["number"] >= needed]
+    for v in kept:
+        shutil.copy(v["path"], dest)
+    return len(volumes) - len(kept)
+
+
 def ground_truth(name: str) -> Path:
     """The engine's own output for a fixture (skips, or fails in CI, when it is absent)."""
     path = FIXTURES / name / "ground_truth"

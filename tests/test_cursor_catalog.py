@@ -7,7 +7,6 @@ gone)."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 
 import pyarrow as pa
 import pytest
@@ -15,7 +14,7 @@ import pytest
 import walcdc
 import walcdc._native as native
 import walcdc.changes
-from conftest import fixture_dir
+from conftest import copy_needed_volumes, fixture_dir
 from walcdc import lsa as L
 
 FIXTURES = ["p4k", "p16k", "crash", "tde", "breadth", "v11_2"]
@@ -90,11 +89,7 @@ def test_a_daily_job_needs_only_the_new_archives(checkpoint_every_few_pages, tmp
     head = walcdc.read_changes(log, end=lsas[int(len(lsas) * 0.6)])
     head.read_all()
     cursor = head.cursor
-    needed = log.min_archive_needed(cursor)
-    kept = [v for v in log.header()["volumes"] if v["kind"] != "archive" or v["number"] >= needed]
-    assert len(kept) < len(log.header()["volumes"])
-    for v in kept:
-        shutil.copy(v["path"], tmp_path)
+    assert copy_needed_volumes(log, cursor, tmp_path) > 0
     trimmed = walcdc.read_changes(tmp_path, cursor=cursor).read_all()
     want = walcdc.read_changes(log, cursor=cursor).read_all()
     assert trimmed.num_rows > 1000
@@ -116,10 +111,7 @@ def test_table_names_resolve_from_the_checkpoint(checkpoint_every_few_pages, tmp
     head = walcdc.read_changes(log, end=lsas[int(len(lsas) * 0.6)])
     head.read_all()
     cursor = head.cursor
-    needed = log.min_archive_needed(cursor)
-    for v in log.header()["volumes"]:
-        if v["kind"] != "archive" or v["number"] >= needed:
-            shutil.copy(v["path"], tmp_path)
+    assert copy_needed_volumes(log, cursor, tmp_path) > 0
     got = walcdc.read_changes(tmp_path, cursor=cursor, tables=table).read_all()
     want = walcdc.read_changes(log, cursor=cursor, tables=table).read_all()
     assert got.num_rows > 0
