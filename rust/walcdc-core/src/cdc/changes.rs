@@ -407,8 +407,7 @@ impl ChangeReader {
     /// What the class records said at a point at or before `restart` (a cursor's restart
     /// point), for the next stream to start learning from there: the newest the reader
     /// remembers (one every `ChangeOptions::checkpoint_every` bytes of log, and where it
-    /// ended). `None`
-    /// with user-given schemas, or before any record was read.
+    /// ended). `None` with user-given schemas, or before any record was read.
     pub fn catalog_checkpoint(&self, restart: Lsa) -> Option<&catalog::CatalogCheckpoint> {
         self.checkpoints.iter().rev().find(|c| c.at <= restart)
     }
