@@ -167,3 +167,41 @@ def test_committed_stream_equals_model_and_resumes_exactly(spec, data):
             taken += [tuple(r[c] for c in COLUMNS) for r in batch.select(COLUMNS).to_pylist()]
         rest = rows(walcdc.read_changes(log, cursor=part.cursor))
         assert taken + rest == got
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(spec=workload(), data=st.data())
+def test_narrowed_stream_is_the_whole_stream_filtered(spec, data):
+    """Filters pushed by a query engine (``narrow``): the rows of the whole stream that pass,
+    every column as it is there (``txn_seq`` counts the rejected events too), with or without
+    spilling, in both streams."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from walcdc.changes import OPTION_DEFAULTS, _open_stream
+
+    with tempfile.TemporaryDirectory() as d:
+        write(spec, d)
+        log = walcdc.open_log(d)
+        tables = data.draw(st.lists(st.sampled_from(CLASSES), max_size=2, unique=True))
+        ops = data.draw(st.lists(st.sampled_from(["insert", "update", "delete"]), max_size=3))
+        narrow = {"tables": tables or None, "ops": ops or None}
+        for committed_only in (True, False):
+            whole = walcdc.read_changes(log, committed_only=committed_only).read_all()
+            keep = pc.is_valid(whole.column("lsa"))
+            if tables:
+                keep = pc.and_(
+                    keep, pc.is_in(whole.column("class_oid"), pa.array(tables, pa.uint64()))
+                )
+            if ops:
+                keep = pc.and_(keep, pc.is_in(whole.column("op").cast(pa.string()), pa.array(ops)))
+            want = whole.filter(keep)
+            for memory_limit in (256 << 20, 1):
+                options = dict(OPTION_DEFAULTS, committed_only=committed_only)
+                options["memory_limit"] = memory_limit
+                stream = _open_stream(log, options, batch_size=7, narrow=narrow)
+                assert stream.read_all().equals(want)

@@ -550,17 +550,22 @@ def _open_stream(
     columns=None,
     by_table: bool = False,
     follow: Optional[Dict[str, Any]] = None,
+    narrow: Optional[Dict[str, Any]] = None,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
     table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
     :class:`TableChangeStream` of every table's typed changes; ``follow``: the arguments of
-    :func:`_follow_batches` to follow a live log."""
+    :func:`_follow_batches` to follow a live log; ``narrow``: filters pushed by a query engine
+    (``tables`` as class OIDs, ``ops``) that leave the rows that pass them as they are in the
+    whole stream (``txn_seq`` included) and read no image for the others."""
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     native_options = log._native.change_options(
         **_native_options(log, **options),
         follow=follow is not None,
         checkpoint_every=_CHECKPOINT_EVERY,
+        narrow_tables=(narrow or {}).get("tables"),
+        narrow_ops=(narrow or {}).get("ops"),
     )
     native = log._native.changes(
         native_options, batch_size=int(batch_size), state=state, columns=columns, by_table=by_table

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use walcdc_core::catalog::CatalogCheckpoint;
-use walcdc_core::changes::{self, ChangeOptions, ChangeReader};
+use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Narrowing};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::records_arrow::RecordsBuilder;
 use walcdc_core::typed_arrow::{TableChangesBuilder, TableSplitter};
@@ -106,7 +106,7 @@ impl PyLogSet {
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
         on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
-        follow=false, checkpoint=None, checkpoint_every=64<<20))]
+        follow=false, checkpoint=None, checkpoint_every=64<<20, narrow_tables=None, narrow_ops=None))]
     #[allow(clippy::too_many_arguments)]
     fn change_options(
         &self,
@@ -132,8 +132,12 @@ impl PyLogSet {
         follow: bool,
         checkpoint: Option<&[u8]>,
         checkpoint_every: u64,
+        narrow_tables: Option<Vec<u64>>,
+        narrow_ops: Option<Vec<String>>,
     ) -> PyResult<PyChangeOptions> {
         let ops = parse_ops(py, ops)?;
+        let narrow =
+            Narrowing { tables: narrow_tables.map(|t| t.into_iter().collect()), ops: parse_ops(py, narrow_ops)? };
         let checkpoint =
             checkpoint.map(|b| CatalogCheckpoint::from_bytes(b).map(Arc::new)).transpose().map_err(|e| to_py(py, e))?;
         let inner = ChangeOptions {
@@ -159,6 +163,7 @@ impl PyLogSet {
             follow,
             checkpoint,
             checkpoint_every,
+            narrow,
         };
         Ok(PyChangeOptions { inner })
     }

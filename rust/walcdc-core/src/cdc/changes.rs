@@ -434,6 +434,9 @@ impl ChangeReader {
     /// Only between events: every event made so far must have been read, and no open
     /// transaction may have spilled to disk.
     pub fn state(&self) -> Result<ReaderState> {
+        if !self.opts.narrow.is_none() {
+            return Err(LogError::InvalidArgument { msg: "a narrowed reader has no state to resume from".into() });
+        }
         if self.emitting.is_some() || !self.ready.is_empty() {
             return Err(LogError::InvalidArgument {
                 msg: "read the events made so far before taking the reader's state".into(),
@@ -539,11 +542,12 @@ impl ChangeReader {
         // events so far are learned again.
         let mut restart_lsa = self.txns.values().map(|t| t.first_lsa).min().map_or(position, |o| o.min(position));
         if !self.opts.committed_only {
-            // CUBRID's stream has no buffers: what comes before `position` was emitted.
+            // CUBRID's stream has no buffers: what comes before `position` was emitted. The
+            // last commit passed is the resumed cursor's until the stream passes another.
             return Cursor {
                 db_creation: self.log.db_creation,
                 restart_lsa,
-                last_commit_lsa: self.last_commit,
+                last_commit_lsa: self.last_commit.or(self.skip_commits_upto),
                 txn_offset: 0,
                 position,
                 engine: true,
@@ -573,6 +577,11 @@ impl ChangeReader {
 
     fn user_passes(&self, user: Option<&str>) -> bool {
         self.opts.user_passes(user)
+    }
+
+    /// Whether a row with no table (a marker, a timer) of `op` passes the narrowing filters.
+    fn shown(&self, op: Op) -> bool {
+        self.opts.narrow.passes(&self.catalog, None, op)
     }
 
     /// The next event, `Ok(None)` at the end.
@@ -662,7 +671,7 @@ impl ChangeReader {
     fn process(&mut self, rec: &Record) -> Result<()> {
         if rec.trid <= 0 {
             // System transactions never carry changes; the HA-state dummy is CUBRID's timer.
-            if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) {
+            if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) && self.shown(Op::Timer) {
                 let mut e = Event::at(rec, Op::Timer);
                 e.time = rec.at_time();
                 self.ready.push_back(e);
@@ -722,7 +731,12 @@ impl ChangeReader {
         let op = if commit { Op::Commit } else { Op::Abort };
         if !self.opts.committed_only {
             // CUBRID's producer reports the end of a transaction whose user it learned.
-            if !txn.ignored && txn.user.is_some() && self.wants(op) && self.user_passes(txn.user.as_deref()) {
+            if !txn.ignored
+                && txn.user.is_some()
+                && self.wants(op)
+                && self.shown(op)
+                && self.user_passes(txn.user.as_deref())
+            {
                 let mut e = Event::at(rec, op);
                 e.user = txn.user.clone();
                 e.time = rec.at_time();
@@ -735,7 +749,11 @@ impl ChangeReader {
         }
         if !commit {
             self.stats.aborted_transactions += 1;
-            if self.wants(Op::Abort) && txn.event_count() > 0 && self.user_passes(txn.user.as_deref()) {
+            if self.wants(Op::Abort)
+                && self.shown(Op::Abort)
+                && txn.event_count() > 0
+                && self.user_passes(txn.user.as_deref())
+            {
                 let mut e = Event::at(rec, Op::Abort);
                 e.user = txn.user.clone();
                 e.time = rec.at_time();
@@ -765,7 +783,7 @@ impl ChangeReader {
             }
             None => None,
         };
-        let marker = (self.wants(Op::Commit) && has_events).then(|| {
+        let marker = (self.wants(Op::Commit) && self.shown(Op::Commit) && has_events).then(|| {
             let mut e = Event::at(rec, Op::Commit);
             e.user = txn.user.clone();
             e.time = rec.at_time();
@@ -818,15 +836,18 @@ impl ChangeReader {
                 em.seq += 1;
                 continue;
             }
-            e.commit_lsa = Some(em.commit_lsa);
-            e.commit_time = em.commit_time;
             e.txn_seq = em.seq;
-            if e.user.is_none() {
-                e.user = em.user.clone();
-            }
             em.seq += 1;
             if let Some(m) = em.marker.as_mut() {
                 m.txn_seq = em.seq;
+            }
+            if e.hidden {
+                continue; // its place is taken; the narrowing filters reject it
+            }
+            e.commit_lsa = Some(em.commit_lsa);
+            e.commit_time = em.commit_time;
+            if e.user.is_none() {
+                e.user = em.user.clone();
             }
             e.typed = Some(Box::new(self.type_event(&[], &e)));
             self.keep_wanted_images(&mut e);
@@ -927,6 +948,9 @@ impl ChangeReader {
 
     fn push_event(&mut self, mut e: Event) -> Result<()> {
         if !self.opts.committed_only {
+            if e.hidden {
+                return Ok(()); // CUBRID's stream numbers nothing: a rejected event is dropped
+            }
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.staging.of(e.trid);
             e.typed = Some(Box::new(self.type_event(staged, &e)));
@@ -1009,6 +1033,16 @@ pub fn dml_candidate(
     if !(opts.wants(op) || (op == Op::Update && opts.wants(Op::Insert))) {
         return Ok(None);
     }
+    // Whether the event is in the stream does not depend on the chase, and the narrowing
+    // filters reject it whatever the chase says: its place, and no image.
+    let placed = opts.wants(op) && (op != Op::Update || opts.wants(Op::Insert));
+    let narrow = &opts.narrow;
+    if placed && (!narrow.op_may_pass(op, op == Op::Update) || !narrow.class_passes(catalog, Some(dml.class_oid))) {
+        let mut e = Event::at(rec, op);
+        e.class_oid = Some(dml.class_oid);
+        e.hidden = true;
+        return Ok(Some(e));
+    }
     let (mode_before, mode_after) = opts.mode.images();
     // The key (primary-key columns) comes from the row after the change, or before it for a
     // delete, in every mode; an image the mode does not keep is dropped once the key is taken
@@ -1016,8 +1050,16 @@ pub fn dml_candidate(
     let key_after = op != Op::Delete;
     let want_before = mode_before || (opts.decode && !key_after);
     let want_after = mode_after || (opts.decode && key_after);
-    let e = extract::dml_event(log, rec, dml, want_before, want_after, opts.on_error)?;
-    Ok(opts.wants(e.op).then_some(e))
+    let mut e = extract::dml_event(log, rec, dml, want_before, want_after, opts.on_error)?;
+    if !opts.wants(e.op) {
+        return Ok(None);
+    }
+    if !narrow.passes(catalog, e.class_oid, e.op) {
+        e.before = None;
+        e.after = None;
+        e.hidden = true;
+    }
+    Ok(Some(e))
 }
 
 /// The candidate event of a DDL supplement, or `None` when the options filter it out (the
@@ -1038,7 +1080,11 @@ pub fn ddl_candidate(
     if !opts.wants(Op::Ddl) || !passes {
         return None;
     }
-    Some(extract::ddl_event(rec, ddl, opts.redact))
+    let class = (!ddl.class_oid.is_null()).then_some(ddl.class_oid);
+    let hidden = !opts.narrow.passes(catalog, class, Op::Ddl);
+    let mut e = extract::ddl_event(rec, ddl, opts.redact);
+    e.hidden = hidden;
+    Some(e)
 }
 
 /// Decodes an event's images with `catalog` (plus a transaction's not yet committed class

@@ -118,6 +118,11 @@ pub struct Event {
     pub txn_seq: u32,
     /// Typed values, filled when the event is emitted (schemas as of that point of the log).
     pub typed: Option<Box<Typed>>,
+    /// Counted in its transaction (`txn_seq`) but not emitted: the options' [`Narrowing`]
+    /// rejects it, so no image was read for it. Never in a reader's state (a narrowed reader
+    /// has none).
+    #[serde(skip)]
+    pub hidden: bool,
 }
 
 /// What the schema catalog made of an event's images.
@@ -191,6 +196,7 @@ impl Event {
             commit_time: None,
             txn_seq: 0,
             typed: None,
+            hidden: false,
         }
     }
 
@@ -350,6 +356,48 @@ pub struct ChangeOptions {
     /// Log between two catalog checkpoints the reader takes for its cursors: a stream resumed
     /// from a cursor walks about this much at most before its restart point.
     pub checkpoint_every: u64,
+    /// Filters that narrow what is built, not what the stream is (see [`Narrowing`]).
+    pub narrow: Narrowing,
+}
+
+/// Filters a query engine pushes into a read (`where table = … and op in (…)`) that must not
+/// change the rows that pass them: an event they reject still takes its place in its
+/// transaction (`txn_seq`, markers) but is not emitted, and no image is read for it when its
+/// place does not depend on the chase. The rows that pass are those of the whole stream that
+/// pass, value for value. Table filters match a partition by its partitioned table too; rows
+/// with no table (markers, table-less DDL, timers) fail a table filter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Narrowing {
+    /// Only these classes (CDC OID packing); `None` = all.
+    pub tables: Option<HashSet<u64>>,
+    /// Only these operations; `None` = all.
+    pub ops: Option<HashSet<Op>>,
+}
+
+impl Narrowing {
+    pub fn is_none(&self) -> bool {
+        self.tables.is_none() && self.ops.is_none()
+    }
+
+    /// Whether a row of `class` (None: a row with no table) and `op` passes.
+    pub fn passes(&self, catalog: &catalog::Catalog, class: Option<Oid>, op: Op) -> bool {
+        self.op_may_pass(op, false) && self.class_passes(catalog, class)
+    }
+
+    /// Whether a row of `class` (None: a row with no table) passes the table filter.
+    pub fn class_passes(&self, catalog: &catalog::Catalog, class: Option<Oid>) -> bool {
+        match (&self.tables, class) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(t), Some(c)) => [c, catalog.root(c)].iter().any(|o| t.contains(&o.to_cdc())),
+        }
+    }
+
+    /// Whether `op` passes, or (`or_insert`) could once the chase has said whether an update
+    /// is an insert.
+    pub fn op_may_pass(&self, op: Op, or_insert: bool) -> bool {
+        self.ops.as_ref().is_none_or(|o| o.contains(&op) || (or_insert && o.contains(&Op::Insert)))
+    }
 }
 
 impl ChangeOptions {
@@ -412,6 +460,7 @@ impl Default for ChangeOptions {
             follow: false,
             checkpoint: None,
             checkpoint_every: 64 << 20,
+            narrow: Narrowing::default(),
         }
     }
 }

@@ -49,7 +49,7 @@ pub(crate) fn write_event(w: &mut impl Write, e: &Event) -> std::io::Result<()> 
     w.write_all(&e.lsa.to_raw().to_le_bytes())?;
     w.write_all(&e.vol.to_le_bytes())?;
     w.write_all(&e.trid.to_le_bytes())?;
-    w.write_all(&[e.op.index(), e.trigger as u8])?;
+    w.write_all(&[e.op.index(), e.trigger as u8 | (e.hidden as u8) << 1])?;
     put_opt_bytes(w, e.user.as_deref().map(str::as_bytes))?;
     put_opt_u64(w, e.class_oid.map(Oid::to_cdc))?;
     put_opt_u64(w, e.row_oid.map(Oid::to_cdc))?;
@@ -110,7 +110,8 @@ pub(crate) fn read_event(r: &mut impl Read) -> std::io::Result<Event> {
     let [op, trigger] = get::<2>(r)?;
     let mut e = Event::new(lsa, trid, Op::ALL[op as usize % Op::ALL.len()]);
     e.vol = vol;
-    e.trigger = trigger != 0;
+    e.trigger = trigger & 1 != 0;
+    e.hidden = trigger & 2 != 0;
     e.user = if get_flag(r)? { Some(Arc::from(string(get_bytes(r)?).as_str())) } else { None };
     e.class_oid = get_opt_u64(r)?.map(Oid::from_cdc);
     e.row_oid = get_opt_u64(r)?.map(Oid::from_cdc);
@@ -150,11 +151,14 @@ mod tests {
         });
         e.time = Some(1_700_000_000);
         e.error = Some("why".into());
+        e.trigger = true;
+        let mut hidden = Event::new(Lsa::new(8, 0), 1, Op::Insert);
+        hidden.hidden = true;
         let mut buf = Vec::new();
         write_event(&mut buf, &e).unwrap();
-        write_event(&mut buf, &Event::new(Lsa::new(8, 0), 1, Op::Insert)).unwrap();
+        write_event(&mut buf, &hidden).unwrap();
         let mut r = &buf[..];
         assert_eq!(read_event(&mut r).unwrap(), e);
-        assert_eq!(read_event(&mut r).unwrap(), Event::new(Lsa::new(8, 0), 1, Op::Insert));
+        assert_eq!(read_event(&mut r).unwrap(), hidden);
     }
 }
