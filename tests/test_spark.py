@@ -193,7 +193,7 @@ def test_the_readmes_spark_examples_run(spark, tmp_path):
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     section = readme[readme.index("## Spark") : readme.index("## Command line")]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     scope: dict = {}
     for code in blocks:
         exec(code.replace("/tmp/walcdc-changes", str(tmp_path / "changes")), scope)

@@ -16,7 +16,9 @@ dictionary-encoded strings are strings, timestamps are UTC instants.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import sys
 from collections import OrderedDict
@@ -33,6 +35,7 @@ __all__ = [
     "read_changes",
     "read_records",
     "read_table_changes",
+    "source_plan",
     "spark_schema",
     "spark_type",
 ]
@@ -845,52 +848,182 @@ def end_cursor(
     its restart point (built on the driver from the class-record writes); give the next run the
     same ``end`` as this one (``end=cursor.position``) if the log may grow in between.
     """
-    from pyspark.sql import functions as F
-
     import walcdc._native as native
     from walcdc.changes import Cursor
 
     log = source if isinstance(source, LogSet) else open_log(source)
-    options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    options.update(
-        start=start,
-        end=end,
-        cursor=cursor,
-        committed_only=committed_only,
-        on_encrypted=on_encrypted,
-        decode=False,
+    kwargs, skip, seed = _checked_options(
+        log,
+        **_facts_options(
+            start=start,
+            end=end,
+            cursor=cursor,
+            committed_only=committed_only,
+            on_encrypted=on_encrypted,
+        ),
     )
-    kwargs, skip, seed = _checked_options(log, **options)
-    paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, _, inputs, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
-
-    def checkpoint(at: int) -> bytes:
-        """The catalog at the next run's restart point (it reads nothing before it)."""
-        return native.catalog_checkpoint(log._native, inputs, at, seed)
-
-    # Where the walk stops: the end of the window's last range.
-    counts = facts.where(F.col("kind") == _COUNTS)
-    if plan.end_key is not None:
-        counts = counts.where(F.col("lsa") < plan.end_key)
-    position = counts.orderBy(F.desc("lsa")).first()["lo"]
-    if position is None:
-        position = plan.end_key
-    last_commit, _, _ = skip or (None, 0, None)
-    window_last = plan.windowed.where(F.col("kind") == _COMMIT).agg(F.max("lsa")).first()[0]
+    inputs, [(restart, last_commit, position)] = _cursors_at(
+        spark, log, kwargs, skip, seed, split_bytes, [kwargs["end"]]
+    )
+    # The catalog at the next run's restart point (it reads nothing before it).
+    checkpoint = native.catalog_checkpoint(log._native, inputs, restart, seed)
+    engine = not kwargs["committed_only"]
     db_creation = log.header()["db_creation"]
-    # The oldest transaction still open at the end restarts the next run.
+    return Cursor(db_creation, restart, last_commit, 0, position, engine, checkpoint)
+
+
+def source_plan(
+    spark,
+    source,
+    *,
+    start=None,
+    end=None,
+    cursor=None,
+    committed_only: bool = True,
+    on_encrypted: str = "raise",
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+) -> str:
+    """The plan of a ``spark.read.format("walcdc")`` read over a large log (JSON text, for its
+    ``plan`` option): the window cut into ranges of ``split_bytes``, each with the cursor a run
+    ending at its start leaves, computed from the log's facts by Spark (no event is read) as
+    :func:`end_cursor` does, and the class-record writes the tasks rebuild each cursor's
+    catalog checkpoint from. Each task of the data source then reads its range as the local
+    stream resumed from that cursor does, so the rows are exactly those of
+    :func:`walcdc.read_changes`, with no join. Without a plan the data source finds the same
+    cursors itself by reading the log once where it plans (on the driver)."""
+    from walcdc.changes import Cursor
+
+    log = source if isinstance(source, LogSet) else open_log(source)
+    kwargs, skip, seed = _checked_options(
+        log,
+        **_facts_options(
+            start=start,
+            end=end,
+            cursor=cursor,
+            committed_only=committed_only,
+            on_encrypted=on_encrypted,
+        ),
+    )
+    _use_driver_python(spark)
+    bounds = [e for _, e in _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])]
+    inputs: list = []
+    cursors: list = []
+    if len(bounds) > 1:
+        inputs, cursors = _cursors_at(spark, log, kwargs, skip, seed, split_bytes, bounds[:-1])
+    if cursor is not None and not isinstance(cursor, Cursor):
+        cursor = Cursor.load(cursor)
+    first = {"start": None if cursor is not None else kwargs["start"], "cursor": None}
+    if cursor is not None:
+        first["cursor"] = cursor.to_json()
+    parts = [dict(first, end=bounds[0])]
+    parts += [{"at": list(c), "end": e} for c, e in zip(cursors, bounds[1:])]
+    return json.dumps(
+        {
+            "walcdc_plan": 1,
+            "paths": _volume_paths(log),
+            "db_creation": log.header()["db_creation"],
+            "engine": not kwargs["committed_only"],
+            "on_encrypted": kwargs["on_encrypted"],
+            "seed": None if seed is None else base64.b64encode(seed).decode(),
+            "inputs": [list(i) for i in inputs],
+            "parts": parts,
+        }
+    )
+
+
+def _facts_options(**options) -> dict:
+    """The reading options of a run that only needs the log's facts (cursors, plans)."""
+    out = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    out.update(options, decode=False)
+    return out
+
+
+def _bucket(df, column: str, bounds: List[int]):
+    """``df`` with ``_k``: how many of ``bounds`` (sorted LSA keys) are at or before
+    ``column`` (null stays null), computed per Arrow batch."""
+    from pyspark.sql import types as T
+
+    schema = T.StructType(df.schema.fields + [T.StructField("_k", T.IntegerType(), True)])
+    target = _spark_arrow_schema(df.sparkSession, schema)
+
+    def bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        edges = np.asarray(bounds, dtype=np.int64)
+        for b in batches:
+            values = b.column(column)
+            k = np.searchsorted(edges, values.fill_null(0).to_numpy(), side="right")
+            ks = pa.array(k.astype(np.int32), mask=values.is_null().to_numpy(zero_copy_only=False))
+            yield pa.RecordBatch.from_arrays(b.columns + [ks.cast(pa.int32())], schema=target)
+
+    return df.mapInArrow(bucket, schema)
+
+
+def _cursors_at(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: int, bounds):
+    """What a run over the window of ``kwargs`` ending at each of ``bounds`` (sorted LSA keys,
+    range boundaries of ``split_bytes``; the last may be None, the end of the log) would leave
+    for the next one, from the log's facts alone: ``(catalog inputs, [(restart, last_commit,
+    position), ...])``, the fields of :class:`walcdc.Cursor` (the catalog checkpoint is built
+    from the inputs at the restart point). Each is what :func:`end_cursor` gives with that
+    ``end``: the window's last commit before it, where the walk of the range ending there
+    stopped, and the first record of the oldest transaction still open there. One Spark job per
+    question whatever the number of bounds; what reaches the driver is a row per bound."""
+    from pyspark.sql import functions as F
+
+    paths = _volume_paths(log)
+    facts, _, inputs, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+    huge = (1 << 63) - 1
+    edges = [huge if b is None else b for b in bounds]
+    n = len(edges)
+    # Where the walk stops: the end of the last range before each bound (counts rows carry a
+    # range's start as ``lsa`` and where its walk stopped as ``lo``; one per range).
+    counts = sorted(
+        (r["lsa"], r["lo"])
+        for r in facts.where(F.col("kind") == _COUNTS).select("lsa", "lo").collect()
+    )
+    positions = []
+    for b in edges:
+        before = [lo for lsa, lo in counts if lsa < b]
+        positions.append(
+            before[-1] if before and before[-1] is not None else (None if b == huge else b)
+        )
+    # The window's last commit before each bound: a maximum per bucket, then a running one.
+    commits = _bucket(plan.windowed.where(F.col("kind") == _COMMIT).select("lsa"), "lsa", edges)
+    last_in = dict(commits.groupBy("_k").agg(F.max("lsa").alias("m")).select("_k", "m").collect())
+    # The oldest transaction still open at each bound: an instance (its first record f, its
+    # next start or end marker e) is open at the bounds in (f, e]; a transaction spanning k
+    # bounds makes k rows.
     markers = plan.markers(plan.windowed)
     seen = plan.windowed.where(F.col("kind").isin(_START, _FIRST)).select("trid", "lsa")
-    open_first = (
-        _next_marker(seen, markers).where(F.col("end_lsa").isNull()).agg(F.min("lsa"))
-    ).first()[0]
-    restart = position if open_first is None else min(open_first, position)
-    if not kwargs["committed_only"]:
-        return Cursor(db_creation, restart, window_last, 0, position, True, checkpoint(restart))
-    if window_last is not None:
-        last_commit = max(window_last, last_commit or 0)
-    return Cursor(db_creation, restart, last_commit, 0, position, False, checkpoint(restart))
+    inst = _next_marker(seen, markers).select("lsa", "end_lsa")
+    inst = _bucket(inst, "lsa", edges).withColumnRenamed("_k", "_kf")
+    inst = _bucket(inst, "end_lsa", edges).withColumn("_ke", F.coalesce(F.col("_k"), F.lit(n)))
+    open_at = (
+        inst.where(F.col("_ke") > F.col("_kf"))
+        .select("lsa", F.explode(F.sequence(F.col("_kf") + 1, F.col("_ke"))).alias("_b"))
+        .groupBy("_b")
+        .agg(F.min("lsa").alias("f"))
+    )
+    oldest = dict(open_at.select("_b", "f").collect())
+    skipped_commit = skip[0] if skip else None
+    out = []
+    running = None
+    for k in range(1, n + 1):
+        got = last_in.get(k - 1)
+        if got is not None:
+            running = got if running is None else max(running, got)
+        position = positions[k - 1]
+        first = oldest.get(k)
+        restart = (
+            position if first is None else (first if position is None else min(first, position))
+        )
+        if running is not None:
+            last_commit = max(running, skipped_commit or 0)
+        else:
+            last_commit = skipped_commit
+        out.append((restart, last_commit, position))
+    return inputs, out
 
 
 def read_table_changes(spark, source, table, **kwargs):

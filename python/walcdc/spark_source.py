@@ -1,7 +1,23 @@
-"""A Spark Structured Streaming source over a followed log (PySpark's Python Data Source API):
+"""``format("walcdc")``: Spark data sources over a CUBRID log directory (PySpark's Python Data
+Source API), registered by :func:`register`.
+
+Batch reads, the committed change events of :func:`walcdc.read_changes` (same rows, same
+columns)::
 
     import walcdc.spark_source
     walcdc.spark_source.register(spark)
+    df = spark.read.format("walcdc").load(LOG_DIR)
+    df.where("table = 'dba.orders' and op in ('insert', 'update')")
+
+Each partition is one range of the log, read as the local stream resumed from the cursor a run
+ending at the range's start leaves, up to the next range (``docs/design.md``, "The walcdc data
+source"). The cursors come from the ``plan`` option (:func:`walcdc.spark.source_plan`, computed
+on the cluster from the log's facts) or, without it, from one reading of the log where Spark
+plans the read. Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided
+before any image is built); the rows that pass are the whole stream's, ``txn_seq`` included.
+
+Streaming reads (Structured Streaming over a followed log)::
+
     query = (spark.readStream.format("walcdc").option("tables", "dba.orders").load(LOG_DIR)
              .writeStream.format("parquet").option("checkpointLocation", CKPT).start(OUT))
 
@@ -15,14 +31,15 @@ the offsets it had logged, and the sink commits each micro-batch once. The rows 
 those of :func:`walcdc.read_changes` (the Spark schema from the one mapping in
 :mod:`walcdc.spark`).
 
-Options: ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separated), ``mode``
-(``full`` by default), ``decode`` (``true``), ``keys``. The log directory is the path given to
-``load``; every executor must read it at that path.
+Options (both): ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separated), ``mode``
+(``full`` by default), ``decode`` (``true``), ``keys``. Batch only: ``committed_only``,
+``start``, ``end``, ``cursor`` (JSON), ``split_bytes``, ``on_encrypted``, ``plan``. The log
+directory is the path given to ``load``; every executor must read it at that path.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,9 +75,15 @@ def _spark_arrow(spark_struct) -> pa.Schema:
 
 
 try:
-    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceReader,
+        DataSourceStreamReader,
+        InputPartition,
+    )
 except ImportError:  # pragma: no cover - walcdc[spark] not installed
     DataSource = object  # type: ignore[assignment,misc]
+    DataSourceReader = object  # type: ignore[assignment,misc]
     DataSourceStreamReader = object  # type: ignore[assignment,misc]
     InputPartition = object  # type: ignore[assignment,misc]
 
@@ -144,6 +167,217 @@ def _cursor(offset: Dict[str, Any]):
     return Cursor.from_json(text) if text else None
 
 
+_PUSHED_COLUMNS = {"table": "tables", "op": "ops", "user": "users"}
+_OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
+
+
+class _Part(InputPartition):  # type: ignore[misc,valid-type]
+    """One range of the plan: read from ``cursor`` (JSON; or the fields of one whose catalog
+    checkpoint the task rebuilds, ``at``) or ``start``, up to ``end``. It carries what the
+    task needs (Spark pickles the reader before it plans the partitions): the plan's common
+    fields and the read options the pushed filters narrowed."""
+
+    def __init__(
+        self,
+        spec: Dict[str, Any],
+        plan: Dict[str, Any],
+        options: Dict[str, Any],
+        narrow: Dict[str, Any],
+    ):
+        self.spec = spec
+        self.plan = {k: v for k, v in plan.items() if k != "parts"}
+        self.options = options
+        self.narrow = narrow
+
+
+class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
+    def __init__(self, path: str, options: Dict[str, str], schema):
+        self.path = path
+        self.options = options
+        self.read_options = _read_options(options)
+        self.committed_only = options.get("committed_only", "true").lower() != "false"
+        self.schema = schema
+        #: Values of ``table``, ``op``, ``user`` the query's filters allow (None: any).
+        self.pushed: Dict[str, Optional[List[str]]] = {}
+
+    def pushFilters(self, filters):  # noqa: N802 (Spark's API)
+        from pyspark.sql.datasource import EqualTo, In
+
+        for f in filters:
+            column = f.attribute[0] if len(f.attribute) == 1 else None
+            if column in _PUSHED_COLUMNS and _PUSHED_COLUMNS[column] not in self.read_options:
+                values = None
+                if isinstance(f, EqualTo):
+                    values = [f.value]
+                elif isinstance(f, In):
+                    values = list(f.value)
+                if values is not None and all(isinstance(v, str) for v in values):
+                    before = self.pushed.get(column)
+                    self.pushed[column] = [v for v in values if before is None or v in before]
+            # Spark still applies every filter: what was pushed only narrows what is read
+            # (a superset of the rows that pass: names resolve to every class that ever bore
+            # them, users match without case), decided before any image is built.
+            yield f
+
+    def partitions(self):
+        import walcdc
+
+        log = walcdc.open_log(self.path)
+        plan = _load_plan(self.options) or _local_plan(log, self.options)
+        if plan["engine"] == self.committed_only:
+            raise ValueError("walcdc: the plan was made for the other stream (committed_only)")
+        narrowed = self._narrowed(log, plan)
+        if narrowed is None:
+            return []  # the filters select nothing this log holds
+        options, narrow = narrowed
+        return [_Part(p, plan, options, narrow) for p in plan["parts"]]
+
+    def _narrowed(self, log, plan: Dict[str, Any]):
+        """The read options and the narrowing filters (``walcdc.changes._open_stream``) the
+        pushed filters give, or None if no row can pass them. A user filter is a read option:
+        it drops whole transactions, so the rows of the others keep their values; table and
+        operation filters narrow (the rows that pass keep their place in their
+        transaction)."""
+        options = dict(self.read_options)
+        narrow: Dict[str, Any] = {}
+        if self.pushed.get("user") is not None:
+            if not self.pushed["user"]:
+                return None
+            options["users"] = self.pushed["user"]
+        if self.pushed.get("op") is not None:
+            narrow["ops"] = [v for v in self.pushed["op"] if v in _OPS]
+            if not narrow["ops"]:
+                return None
+        if self.pushed.get("table") is not None:
+            from walcdc.errors import InvalidArgumentError
+            from walcdc.options import TableIndex
+
+            index = TableIndex.of(log, since=_last_catalog(log, plan))
+            oids = set()
+            for name in self.pushed["table"]:
+                try:
+                    oids.update(index.resolve([name], "tables"))
+                except InvalidArgumentError:
+                    pass  # a name the log never gave: no row has it
+            if not oids:
+                return None
+            narrow["tables"] = sorted(oids)
+        return options, narrow
+
+    def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
+        import walcdc
+        from walcdc.changes import OPTION_DEFAULTS, _open_stream
+        from walcdc.spark import _cast
+
+        if not isinstance(partition, _Part):
+            return  # Spark's one empty partition: the filters select nothing
+        plan, spec = partition.plan, partition.spec
+        log = walcdc.open_log(plan["paths"])
+        options = {**OPTION_DEFAULTS, **partition.options}
+        options.update(
+            start=spec.get("start"),
+            end=spec["end"],
+            cursor=_part_cursor(log, plan, spec),
+            committed_only=not plan["engine"],
+            on_encrypted=plan["on_encrypted"],
+        )
+        stream = _open_stream(log, options, batch_size=65536, narrow=partition.narrow)
+        target = _spark_arrow(self.schema)
+        for batch in stream:
+            if batch.num_rows:
+                yield _cast(batch, target)
+
+
+def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:
+    import json
+
+    text = options.get("plan")
+    if not text:
+        return None
+    plan = json.loads(text)
+    if plan.get("walcdc_plan") != 1:
+        raise ValueError("walcdc: the plan option is not a plan from walcdc.spark.source_plan")
+    return plan
+
+
+def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
+    """A plan found where the read is planned: the log read once (no images) in ranges of
+    ``split_bytes``, keeping the cursor where each range starts."""
+    import walcdc
+    from walcdc.changes import Cursor
+    from walcdc.spark import DEFAULT_SPLIT_BYTES, _clip, _volume_paths
+
+    split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
+    committed_only = options.get("committed_only", "true").lower() != "false"
+    on_encrypted = options.get("on_encrypted", "raise")
+    cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
+    start = None if cursor is not None else options.get("start")
+    end = options.get("end")
+    from walcdc.options import position
+
+    start_key, end_key = position(log, start, "start"), position(log, end, "end")
+    if cursor is not None:
+        start_key = cursor.restart_lsa
+    bounds = [e for _, e in _clip(log.ranges(split), start_key, end_key)]
+    first = {"start": start, "cursor": None if cursor is None else cursor.to_json()}
+    parts = [dict(first, end=bounds[0])]
+    at = cursor
+    for i, b in enumerate(bounds[:-1]):
+        stream = walcdc.read_changes(
+            log,
+            start=start if i == 0 and at is None else None,
+            end=b,
+            cursor=at,
+            committed_only=committed_only,
+            on_encrypted=on_encrypted,
+            mode="id",
+            decode=False,
+        )
+        for _ in stream:
+            pass
+        at = stream.cursor
+        parts.append({"cursor": at.to_json(), "end": bounds[i + 1]})
+    return {
+        "walcdc_plan": 1,
+        "paths": _volume_paths(log),
+        "db_creation": log.header()["db_creation"],
+        "engine": not committed_only,
+        "on_encrypted": on_encrypted,
+        "seed": None,
+        "inputs": [],
+        "parts": parts,
+    }
+
+
+def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):
+    """The cursor a part starts from: given, or rebuilt from its fields and the plan's catalog
+    inputs (the checkpoint at its restart point)."""
+    from walcdc.changes import Cursor
+
+    if spec.get("cursor"):
+        return Cursor.from_json(spec["cursor"])
+    if spec.get("at") is None:
+        return None
+    import base64
+
+    import walcdc._native as native
+
+    restart, last_commit, position = spec["at"]
+    seed = base64.b64decode(plan["seed"]) if plan.get("seed") else None
+    inputs = [tuple(i) for i in plan["inputs"]]
+    checkpoint = native.catalog_checkpoint(log._native, inputs, restart, seed)
+    return Cursor(
+        plan["db_creation"], restart, last_commit, 0, position, plan["engine"], checkpoint
+    )
+
+
+def _last_catalog(log, plan: Dict[str, Any]) -> Optional[bytes]:
+    """A catalog checkpoint as late in the plan as there is (table names resolve from it and
+    the class records after it)."""
+    last = _part_cursor(log, plan, plan["parts"][-1])
+    return None if last is None else last.catalog
+
+
 class WalcdcDataSource(DataSource):  # type: ignore[misc,valid-type]
     """``format("walcdc")``: the committed change events of a CUBRID log directory."""
 
@@ -156,6 +390,12 @@ class WalcdcDataSource(DataSource):  # type: ignore[misc,valid-type]
 
         return spark_schema(_arrow_schema())
 
+    def reader(self, schema):
+        path = self.options.get("path")
+        if not path:
+            raise ValueError("walcdc: give the log directory to load()")
+        return _BatchReader(path, dict(self.options), schema)
+
     def streamReader(self, schema):  # noqa: N802 (Spark's API)
         path = self.options.get("path")
         if not path:
@@ -164,5 +404,7 @@ class WalcdcDataSource(DataSource):  # type: ignore[misc,valid-type]
 
 
 def register(spark) -> None:
-    """Registers ``format("walcdc")`` with a Spark session."""
+    """Registers ``format("walcdc")`` with a Spark session, and turns on the filter pushdown
+    of Python data sources (``spark.sql.python.filterPushdown.enabled``)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(WalcdcDataSource)

@@ -1,0 +1,168 @@
+"""``spark.read.format("walcdc")``: the batch data source. Each of its partitions reads one
+range as the local stream resumed from the cursor where a run ending there stops, so its rows
+are exactly those of ``walcdc.read_changes``; filters on ``table``, ``op`` and ``user`` narrow
+what the tasks read (Spark still applies them). Compared every row and column, on every
+fixture, with ranges smaller than the largest transactions."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from test_spark import CHANGE_FIXTURES, ORDER, local_as_spark, small_split
+
+import walcdc
+from conftest import fixture_dir
+
+
+def load(spark, d, **options):
+    import walcdc.spark_source
+
+    walcdc.spark_source.register(spark)
+    reader = spark.read.format("walcdc")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load(str(d))
+
+
+def same(want: pa.Table, df) -> None:
+    want, got = local_as_spark(want, df)
+    assert got.num_rows == want.num_rows
+    assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
+
+
+@pytest.mark.parametrize("name", [n for n in CHANGE_FIXTURES if n != "nosupp"])
+def test_the_format_equals_the_local_stream(spark, name):
+    """Planned where the read is planned (the log read once for the cursors), ranges of a few
+    pages: transactions span many partitions."""
+    d = fixture_dir(name)
+    log = walcdc.open_log(d)
+    split = small_split(log) * 4
+    want = walcdc.read_changes(log, on_encrypted="skip").read_all()
+    df = load(spark, d, split_bytes=split, on_encrypted="skip")
+    assert df.rdd.getNumPartitions() > 10
+    same(want, df)
+
+
+@pytest.mark.parametrize("name", ["p4k", "breadth", "v11_2"])
+@pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
+def test_a_plan_made_by_spark_gives_the_local_cursors_and_rows(spark, name, committed_only):
+    """``walcdc.spark.source_plan`` finds each range's cursor from the log's facts (no event
+    read): the same cursor fields the local stream leaves at each cut, and the same rows."""
+    from walcdc.changes import Cursor
+    from walcdc.spark import source_plan
+
+    d = fixture_dir(name)
+    log = walcdc.open_log(d)
+    split = small_split(log) * 4
+    text = source_plan(spark, d, split_bytes=split, committed_only=committed_only)
+    plan = json.loads(text)
+    parts = plan["parts"]
+    assert len(parts) > 10
+    # The local stream stopped at each part's start leaves the cursor the plan holds.
+    at = None
+    for p in parts[1:]:
+        s = walcdc.read_changes(log, cursor=at, end=p["at"][2], committed_only=committed_only)
+        s.read_all()
+        at = s.cursor
+        assert [at.restart_lsa, at.last_commit_lsa, at.position] == p["at"]
+    want = walcdc.read_changes(log, committed_only=committed_only).read_all()
+    same(want, load(spark, d, plan=text, committed_only=str(committed_only).lower()))
+    assert isinstance(at, Cursor)
+
+
+def test_filters_narrow_the_read_and_rows_stay_exact(spark):
+    """``where table = … and op in (…)`` and ``user = …``: the rows of the local stream that
+    pass the same filters; the tasks read with the filters pushed (tables resolved to OIDs)."""
+    d = fixture_dir("breadth")
+    log = walcdc.open_log(d)
+    whole = walcdc.read_changes(log).read_all()
+    tables = [t for t in pc.unique(whole.column("table")).to_pylist() if t]
+    users = [u for u in pc.unique(whole.column("user")).to_pylist() if u]
+    assert tables and users
+    split = small_split(log) * 4
+    df = load(spark, d, split_bytes=split)
+    for table in tables[:3]:
+        want = whole.filter(
+            pc.and_(
+                pc.equal(whole.column("table"), table),
+                pc.is_in(whole.column("op").cast(pa.string()), pa.array(["insert", "update"])),
+            )
+        )
+        assert want.num_rows > 0
+        same(want, df.where(f"table = '{table}' and op in ('insert', 'update')"))
+    want = whole.filter(pc.equal(whole.column("user"), users[0]))
+    same(want, df.where(f"user = '{users[0]}'"))
+    # A name no table had, an operation that does not exist: nothing, no error.
+    assert df.where("table = 'no_such_table'").count() == 0
+    assert df.where("op = 'INSERT'").count() == 0
+
+
+def test_pushed_filters_reach_the_tasks():
+    """The reader (as Spark's planner drives it): pushed filters become what every partition
+    reads with (tables resolved to class OIDs), Spark is still given every filter to apply,
+    and the partitions' rows are the whole stream's rows that pass, ``txn_seq`` included."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import EqualTo, In
+
+    from walcdc.spark_source import WalcdcDataSource
+
+    d = fixture_dir("breadth")
+    log = walcdc.open_log(d)
+    whole = walcdc.read_changes(log).read_all()
+    inserts = whole.filter(pc.equal(whole.column("op").cast(pa.string()), "insert"))
+    name = inserts.column("table")[0].as_py()
+    oid = inserts.column("class_oid")[0].as_py()
+    source = WalcdcDataSource({"path": str(d), "split_bytes": str(small_split(log) * 8)})
+    reader = source.reader(source.schema())
+    filters = [EqualTo(("table",), name), In(("op",), ("insert", "nope"))]
+    assert list(reader.pushFilters(filters)) == filters
+    parts = reader.partitions()
+    assert len(parts) > 1
+    assert parts[0].narrow == {"tables": [oid], "ops": ["insert"]}
+    got = pa.Table.from_batches([b for p in parts for b in reader.read(p)])
+    want = inserts.filter(pc.equal(inserts.column("table"), name))
+    # (Reading with the filters as options numbers the events among those that pass.)
+    renumbered = walcdc.read_changes(log, tables=[oid], ops=["insert"]).read_all()
+    assert not renumbered.column("txn_seq").equals(want.column("txn_seq"))
+    # The partitions in order are the one-pass stream, in its order.
+    assert got.equals(want.cast(got.schema))
+    nothing = WalcdcDataSource({"path": str(d)}).reader(source.schema())
+    list(nothing.pushFilters([EqualTo(("table",), "no_such_table")]))
+    assert nothing.partitions() == []
+
+
+def test_every_table_and_operation_narrowed_on_spark(spark):
+    """Every table of a fixture (partitioned ones, altered ones, DDL rows) and every
+    operation, pushed, against the whole stream filtered; both streams."""
+    d = fixture_dir("breadth")
+    log = walcdc.open_log(d)
+    for committed_only in (True, False):
+        whole = walcdc.read_changes(log, committed_only=committed_only).read_all()
+        df = load(
+            spark, d, split_bytes=small_split(log) * 8, committed_only=str(committed_only).lower()
+        )
+        tables = sorted(t for t in pc.unique(whole.column("table")).to_pylist() if t)
+        for table in tables:
+            want = whole.filter(pc.equal(whole.column("table"), table))
+            same(want, df.where(f"table = '{table}'"))
+        ops = pc.unique(whole.column("op").cast(pa.string())).to_pylist()
+        for op in ops:
+            want = whole.filter(pc.equal(whole.column("op").cast(pa.string()), op))
+            same(want, df.where(f"op = '{op}'"))
+
+
+@pytest.mark.parametrize("name,fraction", [("p4k", 0.3), ("crash", 0.7)])
+def test_a_cursor_option_reads_the_rest(spark, name, fraction):
+    """``option("cursor", …)``: the rows after an earlier local run, exactly."""
+    d = fixture_dir(name)
+    log = walcdc.open_log(d)
+    lsas = log.records().read_all().column("lsa")
+    cut = lsas[int(len(lsas) * fraction)].as_py()
+    head = walcdc.read_changes(log, end=cut)
+    head.read_all()
+    rest = walcdc.read_changes(log, cursor=head.cursor).read_all()
+    df = load(spark, d, cursor=head.cursor.to_json(), split_bytes=small_split(log) * 4)
+    same(rest, df)
