@@ -15,7 +15,10 @@ For each size a log is generated once by benches/workload.py into ``--cache`` (d
   table_typed   read_table_changes("dba.w_00"): one table as typed Arrow structs
   filtered      read_changes(tables="dba.w_03"): one table of twenty, decoded
   engine        read_changes(committed_only=False, decode=False): CUBRID's own stream
-  spark_1/_N    walcdc.spark.read_changes on local[1] and local[N] (with --spark)
+  spark_1/_N    walcdc.spark.read_changes on local[1] and local[N] (with --spark; with
+                --pin-one the _1 cases run on one CPU, the JVM and its workers with them)
+  format_1/_N   spark.read.format("walcdc") with a plan from walcdc.spark.source_plan (timed
+                with it), on local[1] and local[N] (with --spark)
 
 Each case reports seconds, MB/s of log written, items/s (records or events), MB/s per core,
 the time ratio to ``read``, the peak RSS of its process (which counts the pages of the
@@ -42,9 +45,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
-SPARK_CASES = ["spark_1", "spark_N"]
-# Cases that use more than one core.
-CORES = {"spark_N": os.cpu_count() or 1, "spark_1": 1}
+SPARK_CASES = ["spark_1", "spark_N", "format_1", "format_N"]
+# Set (by --pin-one) for the case processes: local[1] runs on one CPU.
+PIN_ONE = "WALCDC_BENCH_PIN_ONE"
+# Cores of the Spark cases.
+CORES = {
+    "spark_N": os.cpu_count() or 1,
+    "spark_1": 1,
+    "format_N": os.cpu_count() or 1,
+    "format_1": 1,
+}
 
 
 def log_for(size: int, cache: Path, seed: int, page_size: int) -> Path:
@@ -72,13 +82,17 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
             with open(f, "rb", buffering=0) as fh:
                 while fh.readinto(buf):
                     pass
-    elif case.startswith("spark"):
+    elif case in SPARK_CASES:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
         from walcdc.spark import read_changes
 
-        cores = 1 if case == "spark_1" else CORES["spark_N"]
+        cores = CORES[case]
+        if cores == 1 and os.environ.get(PIN_ONE) and hasattr(os, "sched_setaffinity"):
+            # One core as one CPU: local[1]'s one task slot still runs the JVM and a Python
+            # worker side by side, which unpinned share every core of the machine.
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
         spark = (
             SparkSession.builder.master(f"local[{cores}]")
             .config("spark.ui.enabled", "false")
@@ -88,7 +102,16 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
         )
         spark.sparkContext.setLogLevel("ERROR")
         t = time.perf_counter()  # the session's start-up is not the read
-        df = read_changes(spark, path, decode=False, split_bytes=64 << 20)
+        if case.startswith("format"):
+            import walcdc.spark_source
+            from walcdc.spark import source_plan
+
+            walcdc.spark_source.register(spark)
+            plan = source_plan(spark, path, split_bytes=64 << 20)
+            reader = spark.read.format("walcdc").option("plan", plan).option("decode", "false")
+            df = reader.load(path)
+        else:
+            df = read_changes(spark, path, decode=False, split_bytes=64 << 20)
         df.write.format("noop").mode("overwrite").save()
         items = 0
         spark.stop()
@@ -277,6 +300,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench-results")
     ap.add_argument("--cases", help=f"comma-separated subset of {','.join(CASES + SPARK_CASES)}")
     ap.add_argument("--spark", action="store_true", help="also Spark local[1] against local[N]")
+    ap.add_argument(
+        "--pin-one", action="store_true", help="local[1] cases on one CPU (sched_setaffinity)"
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--page-size", type=int, default=16384)
     ap.add_argument("--case", help=argparse.SUPPRESS)  # a child process
@@ -286,6 +312,9 @@ def main(argv=None) -> int:
         child_main(args.case, args.path)
         return 0
     from tqdm import tqdm
+
+    if args.pin_one:
+        os.environ[PIN_ONE] = "1"  # the case processes inherit it
 
     cases = args.cases.split(",") if args.cases else CASES + (SPARK_CASES if args.spark else [])
     if "read" not in cases:
