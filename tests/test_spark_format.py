@@ -166,3 +166,19 @@ def test_a_cursor_option_reads_the_rest(spark, name, fraction):
     rest = walcdc.read_changes(log, cursor=head.cursor).read_all()
     df = load(spark, d, cursor=head.cursor.to_json(), split_bytes=small_split(log) * 4)
     same(rest, df)
+
+
+def test_a_plan_that_does_not_fit_is_refused():
+    """A plan from elsewhere, for the other stream or another database: InvalidArgumentError
+    where the read is planned, not rows of the wrong log."""
+    pytest.importorskip("pyspark")
+    from walcdc.spark_source import WalcdcDataSource, _local_plan
+
+    d = fixture_dir("breadth")
+    log = walcdc.open_log(d)
+    engine = _local_plan(log, {"committed_only": "false", "split_bytes": str(1 << 20)})
+    other = dict(_local_plan(log, {"split_bytes": str(1 << 20)}), db_creation=1)
+    for plan in ({"walcdc_plan": 0}, engine, other):
+        source = WalcdcDataSource({"path": str(d), "plan": json.dumps(plan)})
+        with pytest.raises(walcdc.InvalidArgumentError):
+            source.reader(source.schema()).partitions()

@@ -44,6 +44,8 @@ from typing import Any, Dict, Iterator, List, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from walcdc.errors import InvalidArgumentError
+
 __all__ = ["WalcdcDataSource", "register"]
 
 _LIST_OPTIONS = ("tables", "exclude_tables", "users", "ops")
@@ -225,7 +227,11 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         log = walcdc.open_log(self.path)
         plan = _load_plan(self.options) or _local_plan(log, self.options)
         if plan["engine"] == self.committed_only:
-            raise ValueError("walcdc: the plan was made for the other stream (committed_only)")
+            raise InvalidArgumentError(
+                "plan: made for the other stream (give the same committed_only to both)"
+            )
+        if plan["db_creation"] != log.header()["db_creation"]:
+            raise InvalidArgumentError(f"plan: made for another database than {self.path}'s")
         narrowed = self._narrowed(log, plan)
         if narrowed is None:
             return []  # the filters select nothing this log holds
@@ -249,7 +255,6 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
             if not narrow["ops"]:
                 return None
         if self.pushed.get("table") is not None:
-            from walcdc.errors import InvalidArgumentError
             from walcdc.options import TableIndex
 
             index = TableIndex.of(log, since=_last_catalog(log, plan))
@@ -296,7 +301,7 @@ def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:
         return None
     plan = json.loads(text)
     if plan.get("walcdc_plan") != 1:
-        raise ValueError("walcdc: the plan option is not a plan from walcdc.spark.source_plan")
+        raise InvalidArgumentError("plan: not a plan from walcdc.spark.source_plan")
     return plan
 
 
@@ -305,6 +310,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     ``split_bytes``, keeping the cursor where each range starts."""
     import walcdc
     from walcdc.changes import Cursor
+    from walcdc.options import position
     from walcdc.spark import DEFAULT_SPLIT_BYTES, _clip, _volume_paths
 
     split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
@@ -313,8 +319,6 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
     start = None if cursor is not None else options.get("start")
     end = options.get("end")
-    from walcdc.options import position
-
     start_key, end_key = position(log, start, "start"), position(log, end, "end")
     if cursor is not None:
         start_key = cursor.restart_lsa
