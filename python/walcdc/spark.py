@@ -851,18 +851,15 @@ def end_cursor(
     import walcdc._native as native
     from walcdc.changes import Cursor
 
-    log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs, skip, seed = _checked_options(
-        log,
-        **_facts_options(
-            start=start,
-            end=end,
-            cursor=cursor,
-            committed_only=committed_only,
-            on_encrypted=on_encrypted,
-        ),
+    log, kwargs, skip, seed = _facts_run(
+        spark,
+        source,
+        start=start,
+        end=end,
+        cursor=cursor,
+        committed_only=committed_only,
+        on_encrypted=on_encrypted,
     )
-    _use_driver_python(spark)
     inputs, [(restart, last_commit, position)] = _cursors_at(
         spark, log, kwargs, skip, seed, split_bytes, [kwargs["end"]]
     )
@@ -894,18 +891,15 @@ def source_plan(
     cursors itself by reading the log once where it plans (on the driver)."""
     from walcdc.changes import Cursor
 
-    log = source if isinstance(source, LogSet) else open_log(source)
-    kwargs, skip, seed = _checked_options(
-        log,
-        **_facts_options(
-            start=start,
-            end=end,
-            cursor=cursor,
-            committed_only=committed_only,
-            on_encrypted=on_encrypted,
-        ),
+    log, kwargs, skip, seed = _facts_run(
+        spark,
+        source,
+        start=start,
+        end=end,
+        cursor=cursor,
+        committed_only=committed_only,
+        on_encrypted=on_encrypted,
     )
-    _use_driver_python(spark)
     bounds = [e for _, e in _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])]
     inputs: list = []
     cursors: list = []
@@ -918,25 +912,36 @@ def source_plan(
         first["cursor"] = cursor.to_json()
     parts = [dict(first, end=bounds[0])]
     parts += [{"at": list(c), "end": e} for c, e in zip(cursors, bounds[1:])]
-    return json.dumps(
-        {
-            "walcdc_plan": 1,
-            "paths": _volume_paths(log),
-            "db_creation": log.header()["db_creation"],
-            "engine": not kwargs["committed_only"],
-            "on_encrypted": kwargs["on_encrypted"],
-            "seed": None if seed is None else base64.b64encode(seed).decode(),
-            "inputs": [list(i) for i in inputs],
-            "parts": parts,
-        }
-    )
+    engine = not kwargs["committed_only"]
+    return json.dumps(_plan_dict(log, engine, kwargs["on_encrypted"], parts, seed, inputs))
 
 
-def _facts_options(**options) -> dict:
-    """The reading options of a run that only needs the log's facts (cursors, plans)."""
-    out = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    out.update(options, decode=False)
-    return out
+def _plan_dict(
+    log: LogSet, engine: bool, on_encrypted: str, parts: list, seed=None, inputs=()
+) -> dict:
+    """A data source plan (:func:`source_plan`, or the one the data source makes itself):
+    its ``parts`` and what every part shares."""
+    return {
+        "walcdc_plan": 1,
+        "paths": _volume_paths(log),
+        "db_creation": log.header()["db_creation"],
+        "engine": engine,
+        "on_encrypted": on_encrypted,
+        "seed": None if seed is None else base64.b64encode(seed).decode(),
+        "inputs": [list(i) for i in inputs],
+        "parts": parts,
+    }
+
+
+def _facts_run(spark, source, **options):
+    """A run that only needs the log's facts (cursors, plans): the log, and the checked
+    options of :func:`_checked_options` (``kwargs``, ``skip``, ``seed``)."""
+    log = source if isinstance(source, LogSet) else open_log(source)
+    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    checked.update(options, decode=False)
+    kwargs, skip, seed = _checked_options(log, **checked)
+    _use_driver_python(spark)
+    return log, kwargs, skip, seed
 
 
 def _bucket(df, column: str, bounds: List[int]):

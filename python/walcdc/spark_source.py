@@ -311,7 +311,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     import walcdc
     from walcdc.changes import Cursor
     from walcdc.options import position
-    from walcdc.spark import DEFAULT_SPLIT_BYTES, _clip, _volume_paths
+    from walcdc.spark import DEFAULT_SPLIT_BYTES, _clip, _plan_dict
 
     split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
     committed_only = options.get("committed_only", "true").lower() != "false"
@@ -341,16 +341,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
             pass
         at = stream.cursor
         parts.append({"cursor": at.to_json(), "end": bounds[i + 1]})
-    return {
-        "walcdc_plan": 1,
-        "paths": _volume_paths(log),
-        "db_creation": log.header()["db_creation"],
-        "engine": not committed_only,
-        "on_encrypted": on_encrypted,
-        "seed": None,
-        "inputs": [],
-        "parts": parts,
-    }
+    return _plan_dict(log, not committed_only, on_encrypted, parts)
 
 
 def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):
