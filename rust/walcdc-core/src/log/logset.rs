@@ -721,9 +721,10 @@ impl LogSet {
         self.for_page_runs(from, to, |v, first, count| v.release(first, count, self.page_size));
     }
 
-    /// Asks the system to read the pages `[from, to)` ahead (MADV_WILLNEED): a forward walk
-    /// calls it ahead of itself so that reading from disk overlaps decoding instead of
-    /// stalling on each page fault of a log larger than the page cache.
+    /// Reads the pages `[from, to)` into the page cache unless it holds them all already
+    /// (`pread`s whose bytes are dropped; [`Volume::prefetch`]): the read-ahead thread calls it
+    /// ahead of a forward walk, so that reading a log larger than the page cache from disk
+    /// overlaps decoding instead of stalling the walk on each page fault.
     pub fn prefetch_pages(&self, from: i64, to: i64) {
         self.for_page_runs(from, to, |v, first, count| v.prefetch(first, count, self.page_size));
     }
