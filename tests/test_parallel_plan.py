@@ -23,9 +23,25 @@ def _versions(log) -> bytes:
     return native.catalog_versions(log._native, _all_inputs(facts))[0]
 
 
+def _verdicts(lsas) -> pa.RecordBatch:
+    """Verdicts emitting the events at ``lsas`` (as committed at their own LSA)."""
+    n = len(lsas)
+    return pa.record_batch(
+        {
+            "lsa": pa.array(lsas, pa.int64()),
+            "user": pa.array(["DBA"] * n),
+            "commit_lsa": pa.array(lsas, pa.int64()),
+            "commit_time": pa.array([0] * n, pa.int64()),
+            "txn_seq": pa.array(range(n), pa.int64()),
+            "end_lsa": pa.array([None] * n, pa.int64()),
+        }
+    )
+
+
 def _run_tasks(log, pages_per_range: int):
-    """Runs each range's two task steps (facts, candidate events) as Spark would, counting
-    the pages each fetches. Returns (pages fetched in all, ranges)."""
+    """Runs each range's three task steps (facts, candidate events, the decided events read
+    again with their images) as Spark would, counting the pages each fetches. Returns (pages
+    fetched in all, ranges)."""
     options = log._native.change_options(**_native_options(log, **DEFAULTS))
     versions = _versions(log)
     ranges = log.ranges(pages_per_range * log.header()["page_size"])
@@ -34,8 +50,11 @@ def _run_tasks(log, pages_per_range: int):
         log._native.watch_below(1 << 40)  # every page fetched from here on
         reads = log._native.random_reads()
         native.range_facts(log._native, start, end)
-        for _ in native.range_events(log._native, options, versions, start, end):
-            pass
+        lsas = []
+        for b in native.range_events(log._native, options, versions, start, end):
+            lsas += pa.record_batch(b).column("lsa").to_pylist()
+        decided = native.decided_events(log._native, options, versions, _verdicts(lsas), start, end)
+        assert sum(pa.record_batch(b).num_rows for b in decided) == len(lsas)
         pages = log._native.watched_pages()
         reads = log._native.random_reads() - reads
         first_page = start >> 16 if start is not None else -1
@@ -55,6 +74,25 @@ def test_ten_times_more_ranges_read_the_log_hardly_more(name, pages):
     # Pages at range edges are fetched twice and chases reach across more edges: a few
     # percent (measured: breadth 886 -> 1,098 pages with 3-page ranges; p4k 15,478 -> 15,953).
     assert fine <= 1.3 * coarse, (coarse, fine)
+
+
+def test_a_verdict_with_no_event_at_its_lsa_is_an_error_not_a_lost_row():
+    log = walcdc.open_log(fixture_dir("breadth"))
+    options = log._native.change_options(**_native_options(log, **DEFAULTS))
+    versions = _versions(log)
+    records = log.records().read_all()
+    events = pa.concat_batches(
+        [pa.record_batch(b) for b in native.range_events(log._native, options, versions)]
+    ).column("lsa")
+    first = events[0].as_py()
+    # A record that is no change event (the one before the first event's).
+    lsas = records.column("lsa").to_pylist()
+    other = lsas[lsas.index(first) - 1]
+    with pytest.raises(walcdc.CorruptRecordError) as caught:
+        for _ in native.decided_events(log._native, options, versions, _verdicts([other, first])):
+            pass
+    assert caught.value.lsa == other and "did the log change" in str(caught.value)
+    assert caught.value.file
 
 
 def test_the_driver_reads_only_the_catalogs_writes(spark):

@@ -8,10 +8,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use walcdc_core::catalog::CatalogCheckpoint;
+use walcdc_core::changes::ChangeOptions;
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
-use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeEvents};
+use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, DecidedEvents, RangeEvents};
 use walcdc_core::parallel_arrow::{
-    carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch,
+    carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch, verdicts_from_batch,
 };
 use walcdc_core::typed_arrow::TableChangesBuilder;
 use walcdc_core::{Lsa, OnEncrypted};
@@ -152,6 +153,81 @@ pub(crate) fn range_events(
         .detach(|| RangeEvents::new(log, key_to_lsa(start), key_to_lsa(end), opts, versions))
         .map_err(|e| to_py(py, e))?;
     Ok(EventBatches { events, batch_size: batch_size.max(1) })
+}
+
+/// Iterates over the finished batches of a range's decided events.
+#[pyclass(module = "walcdc._native")]
+pub(crate) struct DecidedBatches {
+    events: DecidedEvents,
+    versions: Arc<CatalogVersions>,
+    opts: ChangeOptions,
+    builder: Box<dyn EventBatchBuilder>,
+    batch_size: usize,
+}
+
+#[pymethods]
+impl DecidedBatches {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        let out = py.detach(|| -> walcdc_core::Result<_> {
+            let (mut events, mut ends, mut bytes) = (Vec::new(), Vec::new(), 0);
+            while events.len() < self.batch_size && bytes < 64 << 20 {
+                let Some((e, end)) = self.events.next_event()? else { break };
+                bytes += e.weight();
+                events.push(e);
+                ends.push(end);
+            }
+            if events.is_empty() {
+                return Ok(None);
+            }
+            parallel::finish_events(&mut events, &ends, self.versions.clone(), &self.opts);
+            for e in &events {
+                self.builder.append(e);
+            }
+            Ok(Some(self.builder.finish()))
+        });
+        out.map(|b| b.map(Batch::new)).map_err(|e| to_py(py, e))
+    }
+}
+
+/// The events of `[start, end)` that the joins decided to emit (`verdicts`: a batch of
+/// `lsa`, `user`, `commit_lsa`, `commit_time`, `txn_seq`, `end_lsa`), named and decoded: batches
+/// of `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
+/// typed changes. Only the records with a verdict are chased.
+#[pyfunction]
+#[pyo3(signature = (log, options, versions, verdicts, start=None, end=None, columns=None, batch_size=8192))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decided_events(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    options: PyRef<'_, PyChangeOptions>,
+    versions: &[u8],
+    verdicts: &Bound<'_, PyAny>,
+    start: Option<u64>,
+    end: Option<u64>,
+    columns: Option<Bound<'_, PyList>>,
+    batch_size: usize,
+) -> PyResult<DecidedBatches> {
+    let versions = versions_from(py, versions)?;
+    let verdicts = import_batch(verdicts)?;
+    let verdicts = verdicts_from_batch(&verdicts).map_err(|e| to_py(py, e))?;
+    let mut opts = options.inner.clone();
+    let builder: Box<dyn EventBatchBuilder> = match &columns {
+        Some(cols) => {
+            opts.values = true;
+            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
+        }
+        None => Box::new(ChangesBuilder::new(&log.inner)),
+    };
+    let (set, range_opts) = (log.inner.clone(), opts.clone());
+    let events = py
+        .detach(|| RangeEvents::new(set, key_to_lsa(start), key_to_lsa(end), range_opts, versions.clone()))
+        .map_err(|e| to_py(py, e))?;
+    let events = DecidedEvents::new(events, verdicts);
+    Ok(DecidedBatches { events, versions, opts, builder, batch_size: batch_size.max(1) })
 }
 
 /// Committed events (a carrier batch with commit LSAs and positions set) named and decoded as

@@ -17,7 +17,7 @@ use crate::chase::Image;
 use crate::error::{LogError, Result};
 use crate::format::heap::REC_HOME;
 use crate::lsa::Lsa;
-use crate::parallel::RangeFacts;
+use crate::parallel::{RangeFacts, Verdict};
 use crate::supplemental::{DdlSupplement, Oid};
 
 /// The schema of a range's facts; a last row of kind [`COUNTS_KIND`] carries the range's count
@@ -273,6 +273,35 @@ pub fn instance_ends(batch: &RecordBatch) -> Result<Vec<Option<Lsa>>> {
     Ok((0..a.len()).map(|i| a.is_valid(i).then(|| Lsa::from_key(a.value(i) as u64))).collect())
 }
 
+/// Verdicts from a batch of the joins' decisions: `lsa`, `user`, `commit_lsa`, `commit_time`,
+/// `txn_seq` and `end_lsa`, typed as the carrier types them.
+pub fn verdicts_from_batch(batch: &RecordBatch) -> Result<Vec<Verdict>> {
+    let c = |name| column(batch, name);
+    let (lsa, user, commit_lsa) = (c("lsa")?, c("user")?, c("commit_lsa")?);
+    let (commit_time, seq, end) = (c("commit_time")?, c("txn_seq")?, c("end_lsa")?);
+    let (lsa, user) = (lsa.as_primitive::<Int64Type>(), user.as_string::<i32>());
+    let (commit_lsa, commit_time) = (commit_lsa.as_primitive::<Int64Type>(), commit_time.as_primitive::<Int64Type>());
+    let (seq, end) = (seq.as_primitive::<Int64Type>(), end.as_primitive::<Int64Type>());
+    let opt_lsa = |a: &arrow_array::Int64Array, i: usize| a.is_valid(i).then(|| Lsa::from_key(a.value(i) as u64));
+    (0..batch.num_rows())
+        .map(|i| {
+            if lsa.is_null(i) {
+                return Err(LogError::InvalidArgument { msg: "a verdict without an LSA".into() });
+            }
+            let txn_seq = u32::try_from(seq.value(i))
+                .map_err(|_| LogError::InvalidArgument { msg: format!("txn_seq {} in a verdict", seq.value(i)) })?;
+            Ok(Verdict {
+                lsa: Lsa::from_key(lsa.value(i) as u64),
+                user: user.is_valid(i).then(|| Arc::from(user.value(i))),
+                commit_lsa: opt_lsa(commit_lsa, i),
+                commit_time: commit_time.is_valid(i).then(|| commit_time.value(i)),
+                txn_seq,
+                end: opt_lsa(end, i),
+            })
+        })
+        .collect()
+}
+
 /// Reads candidate events of a range into one carrier batch of at most `max_rows` events or
 /// about `max_bytes` of images; `None` once the range is over.
 pub fn next_carrier_batch(
@@ -329,6 +358,24 @@ mod tests {
         let events = events();
         let back = events_from_carrier(&events_to_carrier(&events)).unwrap();
         assert_eq!(back, events);
+    }
+
+    #[test]
+    fn verdicts_carry_the_decided_columns() {
+        let events = events();
+        let verdicts = verdicts_from_batch(&events_to_carrier(&events)).unwrap();
+        let want: Vec<Verdict> = events
+            .iter()
+            .map(|e| Verdict {
+                lsa: e.lsa,
+                user: e.user.clone(),
+                commit_lsa: e.commit_lsa,
+                commit_time: e.commit_time,
+                txn_seq: e.txn_seq,
+                end: None,
+            })
+            .collect();
+        assert_eq!(verdicts, want);
     }
 
     #[test]

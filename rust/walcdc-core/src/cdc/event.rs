@@ -201,7 +201,7 @@ impl Event {
     }
 
     /// Approximate bytes an event holds in memory.
-    pub(crate) fn weight(&self) -> usize {
+    pub fn weight(&self) -> usize {
         std::mem::size_of::<Event>()
             + self.before.as_ref().map_or(0, |i| i.row.len())
             + self.after.as_ref().map_or(0, |i| i.row.len())

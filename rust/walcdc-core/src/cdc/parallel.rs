@@ -445,22 +445,86 @@ impl RangeEvents {
     pub fn next_event(&mut self) -> Result<Option<Event>> {
         while let Some(rec) = self.walker.next_record()? {
             self.records += 1;
-            if rec.trid <= 0 || rec.rectype != LOG_SUPPLEMENTAL_INFO {
-                continue;
-            }
-            let event = match self.extractor.supplement(&self.log, &rec)? {
-                Supplement::Dml(dml) => {
-                    let cat = self.catalog.at(rec.lsa, false);
-                    changes::dml_candidate(&self.log, &rec, &dml, &self.opts, cat)?
-                }
-                Supplement::Ddl(ddl) => changes::ddl_candidate(&rec, ddl, &self.opts, self.catalog.at(rec.lsa, false)),
-                _ => None,
-            };
+            let event = self.candidate(&rec)?;
             if event.is_some() {
                 return Ok(event);
             }
         }
         Ok(None)
+    }
+
+    /// The candidate event of the record at `lsa`, further on in the range: the records before
+    /// it are walked past (their supplements never parsed); None when no record starts at
+    /// `lsa` or it is no candidate.
+    pub fn event_at(&mut self, lsa: Lsa) -> Result<Option<Event>> {
+        while let Some(rec) = self.walker.next_record()? {
+            self.records += 1;
+            if rec.lsa < lsa {
+                continue;
+            }
+            return if rec.lsa == lsa { self.candidate(&rec) } else { Ok(None) };
+        }
+        Ok(None)
+    }
+
+    fn candidate(&mut self, rec: &crate::record::Record) -> Result<Option<Event>> {
+        if rec.trid <= 0 || rec.rectype != LOG_SUPPLEMENTAL_INFO {
+            return Ok(None);
+        }
+        Ok(match self.extractor.supplement(&self.log, rec)? {
+            Supplement::Dml(dml) => {
+                let cat = self.catalog.at(rec.lsa, false);
+                changes::dml_candidate(&self.log, rec, &dml, &self.opts, cat)?
+            }
+            Supplement::Ddl(ddl) => changes::ddl_candidate(rec, ddl, &self.opts, self.catalog.at(rec.lsa, false)),
+            _ => None,
+        })
+    }
+}
+
+/// What the joins decided for an event they emit: its transaction's user and commit, its
+/// place in the transaction, and (CUBRID's own stream) the end of its transaction instance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub lsa: Lsa,
+    pub user: Option<Arc<str>>,
+    pub commit_lsa: Option<Lsa>,
+    pub commit_time: Option<i64>,
+    pub txn_seq: u32,
+    pub end: Option<Lsa>,
+}
+
+/// The events of a range that the joins decided to emit, in log order, each with its verdict
+/// applied and its instance end: only the records with a verdict are chased (the other
+/// candidates, aborted or undone or filtered out, never have an image read).
+pub struct DecidedEvents {
+    events: RangeEvents,
+    verdicts: Vec<Verdict>,
+    next: usize,
+}
+
+impl DecidedEvents {
+    pub fn new(events: RangeEvents, mut verdicts: Vec<Verdict>) -> Self {
+        verdicts.sort_by_key(|v| v.lsa);
+        DecidedEvents { events, verdicts, next: 0 }
+    }
+
+    /// The next decided event and the end of its transaction instance; None after the last.
+    /// A verdict with no candidate event at its LSA (the log changed between the passes of a
+    /// plan) is an error, not a row silently lost.
+    pub fn next_event(&mut self) -> Result<Option<(Event, Option<Lsa>)>> {
+        let Some(v) = self.verdicts.get(self.next) else { return Ok(None) };
+        self.next += 1;
+        let Some(mut e) = self.events.event_at(v.lsa)? else {
+            let msg = "an earlier pass found a change event at this LSA and this one finds none: \
+                       did the log change during the job?";
+            return Err(LogError::corrupt(&self.events.log.set_name(), v.lsa, msg));
+        };
+        e.user = v.user.clone();
+        e.commit_lsa = v.commit_lsa;
+        e.commit_time = v.commit_time;
+        e.txn_seq = v.txn_seq;
+        Ok(Some((e, v.end)))
     }
 }
 
