@@ -511,13 +511,15 @@ impl DecidedEvents {
 
     /// The next decided event and the end of its transaction instance; None after the last.
     /// A verdict with no candidate event at its LSA (the log changed between the passes of a
-    /// plan) is an error, not a row silently lost.
+    /// plan, or an image the candidate pass did not need failed) is an error, not a row
+    /// silently lost.
     pub fn next_event(&mut self) -> Result<Option<(Event, Option<Lsa>)>> {
         let Some(v) = self.verdicts.get(self.next) else { return Ok(None) };
         self.next += 1;
         let Some(mut e) = self.events.event_at(v.lsa)? else {
-            let msg = "an earlier pass found a change event at this LSA and this one finds none: \
-                       did the log change during the job?";
+            let msg = "the plan's candidate pass found a change event at this LSA and the final pass \
+                       finds none: did the log change during the job? (or, with on_error='skip', an \
+                       image only the final pass reads could not be rebuilt)";
             return Err(LogError::corrupt(&self.events.log.set_name(), v.lsa, msg));
         };
         e.user = v.user.clone();
