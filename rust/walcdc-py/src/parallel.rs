@@ -107,6 +107,42 @@ fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>>
     CatalogVersions::from_bytes(bytes).map(Arc::new).map_err(|e| to_py(py, e))
 }
 
+/// A batch of events ends at this much image data (or at its row count).
+const BATCH_BYTES: usize = 64 << 20;
+
+/// The options and the batch builder that finish events: `read_changes()`'s schema, or with
+/// `columns` (column dicts of `schemas()`) one table's typed changes (which need the values).
+fn finishing(
+    log: &PyLogSet,
+    options: &PyChangeOptions,
+    columns: Option<&Bound<'_, PyList>>,
+) -> PyResult<(ChangeOptions, Box<dyn EventBatchBuilder>)> {
+    let mut opts = options.inner.clone();
+    let builder: Box<dyn EventBatchBuilder> = match columns {
+        Some(cols) => {
+            opts.values = true;
+            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
+        }
+        None => Box::new(ChangesBuilder::new(&log.inner)),
+    };
+    Ok((opts, builder))
+}
+
+/// Events named and decoded (`parallel::finish_events`) into one batch of `builder`.
+fn finish_batch(
+    builder: &mut dyn EventBatchBuilder,
+    events: &mut [walcdc_core::changes::Event],
+    ends: &[Option<Lsa>],
+    versions: Arc<CatalogVersions>,
+    opts: &ChangeOptions,
+) -> arrow_array::RecordBatch {
+    parallel::finish_events(events, ends, versions, opts);
+    for e in events.iter() {
+        builder.append(e);
+    }
+    builder.finish()
+}
+
 /// Iterates over carrier batches of a range's candidate events.
 #[pyclass(module = "walcdc._native")]
 pub(crate) struct EventBatches {
@@ -122,7 +158,7 @@ impl EventBatches {
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
         let (events, n) = (&mut self.events, self.batch_size);
-        match py.detach(|| next_carrier_batch(events, n, 64 << 20)) {
+        match py.detach(|| next_carrier_batch(events, n, BATCH_BYTES)) {
             Ok(b) => Ok(b.map(Batch::new)),
             Err(e) => Err(to_py(py, e)),
         }
@@ -174,7 +210,7 @@ impl DecidedBatches {
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
         let out = py.detach(|| -> walcdc_core::Result<_> {
             let (mut events, mut ends, mut bytes) = (Vec::new(), Vec::new(), 0);
-            while events.len() < self.batch_size && bytes < 64 << 20 {
+            while events.len() < self.batch_size && bytes < BATCH_BYTES {
                 let Some((e, end)) = self.events.next_event()? else { break };
                 bytes += e.weight();
                 events.push(e);
@@ -183,11 +219,8 @@ impl DecidedBatches {
             if events.is_empty() {
                 return Ok(None);
             }
-            parallel::finish_events(&mut events, &ends, self.versions.clone(), &self.opts);
-            for e in &events {
-                self.builder.append(e);
-            }
-            Ok(Some(self.builder.finish()))
+            let (versions, opts) = (self.versions.clone(), &self.opts);
+            Ok(Some(finish_batch(self.builder.as_mut(), &mut events, &ends, versions, opts)))
         });
         out.map(|b| b.map(Batch::new)).map_err(|e| to_py(py, e))
     }
@@ -214,14 +247,7 @@ pub(crate) fn decided_events(
     let versions = versions_from(py, versions)?;
     let verdicts = import_batch(verdicts)?;
     let verdicts = verdicts_from_batch(&verdicts).map_err(|e| to_py(py, e))?;
-    let mut opts = options.inner.clone();
-    let builder: Box<dyn EventBatchBuilder> = match &columns {
-        Some(cols) => {
-            opts.values = true;
-            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
-        }
-        None => Box::new(ChangesBuilder::new(&log.inner)),
-    };
+    let (opts, builder) = finishing(&log, &options, columns.as_ref())?;
     let (set, range_opts) = (log.inner.clone(), opts.clone());
     let events = py
         .detach(|| RangeEvents::new(set, key_to_lsa(start), key_to_lsa(end), range_opts, versions.clone()))
@@ -245,23 +271,12 @@ pub(crate) fn finish_events(
 ) -> PyResult<Batch> {
     let versions = versions_from(py, versions)?;
     let batch = import_batch(batch)?;
-    let mut opts = options.inner.clone();
-    let mut builder: Box<dyn EventBatchBuilder> = match &columns {
-        Some(cols) => {
-            opts.values = true;
-            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
-        }
-        None => Box::new(ChangesBuilder::new(&log.inner)),
-    };
+    let (opts, mut builder) = finishing(&log, &options, columns.as_ref())?;
     let out = py
         .detach(|| -> walcdc_core::Result<_> {
             let mut events = events_from_carrier(&batch)?;
             let ends = instance_ends(&batch)?;
-            parallel::finish_events(&mut events, &ends, versions, &opts);
-            for e in &events {
-                builder.append(e);
-            }
-            Ok(builder.finish())
+            Ok(finish_batch(builder.as_mut(), &mut events, &ends, versions, &opts))
         })
         .map_err(|e| to_py(py, e))?;
     Ok(Batch::new(out))
