@@ -236,7 +236,8 @@ def _warn_unplaced(unplaced: List[int]) -> None:
         shown = ", ".join(_fmt(k) for k in unplaced[:5]) + (", ..." if len(unplaced) > 5 else "")
         warnings.warn(
             UnplacedRecordsSkipped(
-                f"{len(unplaced)} record(s) on archived pages have a NULL forw_lsa ({shown}): "
+                f"{len(unplaced)} record(s) on archived pages end their page early (a NULL "
+                f"forw_lsa or an end-of-log marker: {shown}): "
                 "the rest of each such page was skipped (a damaged archive?)"
             ),
             stacklevel=4,

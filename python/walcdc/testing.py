@@ -24,7 +24,14 @@ from typing import Any, Dict, List, Optional, Union
 from walcdc import _native
 from walcdc import oid as _oid
 
-__all__ = ["LogWriter", "RECORD_TYPES", "type_number"]
+__all__ = [
+    "LogWriter",
+    "RECORD_TYPES",
+    "type_number",
+    "page_locations",
+    "patch_page",
+    "patch_record",
+]
 
 #: Record type numbers by name (`LOG_RECTYPE`), from the core's record-type table.
 RECORD_TYPES: Dict[str, int] = {name: number for number, name in _native.record_types()}
@@ -141,6 +148,62 @@ def page_with_checksum(page: bytes) -> bytes:
     """A log page with its checksum recomputed (spec §3.4), so an edit of its bytes passes the
     check and reaches the decoders behind it."""
     return _native.page_with_checksum(bytes(page))
+
+
+def page_locations(directory: Union[str, os.PathLike[str]], page_size: int) -> Dict[int, Any]:
+    """Where each logical log page of a directory's volumes is: ``{pageid: (path, file
+    offset)}``, from the page headers, an archive's copy before the active ring's (as the
+    reader takes them)."""
+    where: Dict[int, Any] = {}
+    vols = sorted(os.scandir(directory), key=lambda e: (e.name.endswith("_lgat"), e.name))
+    for vol in vols:
+        if not vol.is_file():
+            continue
+        with open(vol.path, "rb") as f:
+            data = f.read()
+        for at in range(page_size, len(data) - page_size + 1, page_size):
+            pid = int.from_bytes(data[at : at + 8], "little", signed=True)
+            if pid >= 0:
+                where.setdefault(pid, (vol.path, at))
+    return where
+
+
+#: Bytes of a log page header (logical pageid, first-record offset, flags, checksum).
+PAGE_HEADER_SIZE = 16
+
+
+def patch_page(
+    path: Union[str, os.PathLike[str]], page_at: int, page_size: int, at: int, data: bytes
+) -> bytes:
+    """Writes ``data`` at byte ``at`` of the log page at file offset ``page_at`` of ``path``
+    (``at`` counts from the page's start, header included) and recomputes the page's checksum,
+    so the edit reaches the decoders. Returns the page as it was (to put it back)."""
+    with open(path, "r+b") as f:
+        f.seek(page_at)
+        page = f.read(page_size)
+        if at < 0 or at + len(data) > len(page):
+            raise ValueError(f"{len(data)} bytes at {at} do not fit a {page_size}-byte page")
+        edited = bytearray(page)
+        edited[at : at + len(data)] = data
+        f.seek(page_at)
+        f.write(page_with_checksum(bytes(edited)))
+    return page
+
+
+def patch_record(
+    directory: Union[str, os.PathLike[str]], lsa: int, at: int, data: bytes, page_size: int
+) -> None:
+    """Writes ``data`` at byte ``at`` of the record that starts at ``lsa`` (0 = its header's
+    first byte; the bytes must lie on the record's first page), in every volume that holds the
+    page, with valid checksums."""
+    from walcdc.lsa import split
+
+    pageid, offset = split(lsa)
+    where = page_locations(directory, page_size)
+    if pageid not in where:
+        raise ValueError(f"no volume of {directory} holds log page {pageid}")
+    path, page_at = where[pageid]
+    patch_page(path, page_at, page_size, PAGE_HEADER_SIZE + offset + at, data)
 
 
 def cdc_oid(volid: int, pageid: int, slotid: int) -> int:

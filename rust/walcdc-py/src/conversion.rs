@@ -182,6 +182,10 @@ pub(crate) fn stats_dict<'py>(py: Python<'py>, s: &ChangeStats) -> PyResult<Boun
     d.set_item("abandoned_events", s.abandoned_events)?;
     d.set_item("pages_beyond_end", s.pages_beyond_end)?;
     d.set_item("random_reads", s.random_reads)?;
+    d.set_item("partial_transactions", s.partial_transactions)?;
+    d.set_item("partial_events", s.partial_events)?;
+    d.set_item("unknown_schema_events", s.unknown_schema_events)?;
+    d.set_item("unknown_schema_tables", s.unknown_schema_tables)?;
     Ok(d)
 }
 

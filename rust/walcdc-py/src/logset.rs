@@ -106,7 +106,8 @@ impl PyLogSet {
     #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
         users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
         on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
-        follow=false, checkpoint=None, checkpoint_every=64<<20, narrow_tables=None, narrow_ops=None))]
+        follow=false, checkpoint=None, checkpoint_every=64<<20, narrow_tables=None, narrow_ops=None,
+        on_partial="skip"))]
     #[allow(clippy::too_many_arguments)]
     fn change_options(
         &self,
@@ -134,6 +135,7 @@ impl PyLogSet {
         checkpoint_every: u64,
         narrow_tables: Option<Vec<u64>>,
         narrow_ops: Option<Vec<String>>,
+        on_partial: &str,
     ) -> PyResult<PyChangeOptions> {
         let ops = parse_ops(py, ops)?;
         let narrow =
@@ -154,6 +156,7 @@ impl PyLogSet {
             memory_limit,
             on_error: parse_option(py, on_error)?,
             on_encrypted: parse_option(py, on_encrypted)?,
+            on_partial: parse_option(py, on_partial)?,
             decode,
             user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
             keys: parse_keys(py, keys)?,

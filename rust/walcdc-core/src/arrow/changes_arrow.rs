@@ -61,6 +61,7 @@ pub fn changes_schema() -> SchemaRef {
         Field::new("changed_columns", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), true),
         Field::new("decode_error", DataType::Utf8, true),
         Field::new("file", DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8)), false),
+        Field::new("partial", DataType::Boolean, false),
     ]))
 }
 
@@ -113,6 +114,7 @@ pub struct ChangesBuilder {
     decode_error: StringBuilder,
     file_values: ArrayRef,
     file: Int16Builder,
+    partial: BooleanBuilder,
 }
 
 impl ChangesBuilder {
@@ -149,6 +151,7 @@ impl ChangesBuilder {
             key: StringBuilder::new(),
             changed: ListBuilder::new(StringBuilder::new()),
             decode_error: StringBuilder::new(),
+            partial: BooleanBuilder::new(),
         }
     }
 
@@ -214,6 +217,7 @@ impl ChangesBuilder {
         }
         self.decode_error.append_option(typed.and_then(|t| t.decode_error.as_deref()));
         self.file.append_value(e.vol as i16);
+        self.partial.append_value(e.partial);
     }
 
     pub fn finish(&mut self) -> RecordBatch {
@@ -261,6 +265,7 @@ impl ChangesBuilder {
                 DictionaryArray::<Int16Type>::try_new(self.file.finish(), self.file_values.clone())
                     .expect("volume numbers in range"),
             ),
+            Arc::new(self.partial.finish()),
         ];
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }

@@ -70,7 +70,7 @@ impl Clone for ReaderState {
 
 /// The first bytes of a serialized reader state, and its format version.
 const STATE_MAGIC: &[u8; 8] = b"WALCDCRS";
-const STATE_VERSION: u16 = 1;
+const STATE_VERSION: u16 = 2;
 
 impl ReaderState {
     /// The state as bytes (to ship to another process, or keep beside a cursor).
@@ -142,6 +142,10 @@ struct Emitting {
     mem: std::vec::IntoIter<Event>,
     seq: u32,
     marker: Option<Event>,
+    /// Began before the log set's oldest volume: its events are marked (`OnPartial::Emit`) or,
+    /// with `discard`, counted and left out (`OnPartial::Skip`).
+    partial: bool,
+    discard: bool,
 }
 
 /// Statistics of a stream.
@@ -166,7 +170,22 @@ pub struct ChangeStats {
     /// Records read by random access (chases, overflow rows, moved rows) beyond the forward
     /// walk: proportional to the events, whatever the log's LSAs say.
     pub random_reads: u64,
+    /// Transactions whose first record lies before the log set's oldest volume (an older
+    /// archive is gone) that ended in the stream (committed; in the engine stream, aborted
+    /// too), and their events the log still holds (left out or emitted marked `partial`, per
+    /// `ChangeOptions::on_partial`).
+    pub partial_transactions: u64,
+    pub partial_events: u64,
+    /// Emitted change events of tables whose schema the log does not hold (created before its
+    /// oldest volume, and not in `user_schemas`): raw images only, `decode_error` set. And how
+    /// many such tables (at most [`MAX_UNKNOWN_TABLES`] are told apart).
+    pub unknown_schema_events: u64,
+    pub unknown_schema_tables: u64,
 }
+
+/// Tables of unknown schema a stream tells apart for `ChangeStats::unknown_schema_tables` (a
+/// bound on memory, whatever a damaged log's class OIDs say).
+pub const MAX_UNKNOWN_TABLES: usize = 4096;
 
 /// Reads change events from a log set, one forward pass.
 pub struct ChangeReader {
@@ -208,6 +227,8 @@ pub struct ChangeReader {
     checkpoint_pages: i64,
     /// The page from which the next record read is a checkpoint.
     next_checkpoint: i64,
+    /// Tables of unknown schema seen (see `ChangeStats::unknown_schema_tables`).
+    unknown_tables: rustc_hash::FxHashSet<Oid>,
 }
 
 /// Checkpoints kept while a transaction stays open (thinned beyond it).
@@ -372,6 +393,7 @@ impl ChangeReader {
             checkpoints: Vec::new(),
             checkpoint_pages,
             next_checkpoint: if checkpoint_pages == 0 { i64::MAX } else { i64::MIN },
+            unknown_tables: Default::default(),
         })
     }
 
@@ -671,6 +693,7 @@ impl ChangeReader {
     fn process(&mut self, rec: &Record) -> Result<()> {
         if rec.trid <= 0 {
             // System transactions never carry changes; the HA-state dummy is CUBRID's timer.
+            extract::check_system_record(&self.log, rec)?;
             if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) && self.shown(Op::Timer) {
                 let mut e = Event::at(rec, Op::Timer);
                 e.time = rec.at_time();
@@ -690,7 +713,13 @@ impl ChangeReader {
             }
         }
         self.staging.record(&mut self.classes, &self.log, rec)?;
-        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn::new(rec.lsa));
+        // A transaction first seen in the middle of its chain, whose previous record lies
+        // before the oldest volume, began in an archive that is gone.
+        let oldest = Lsa::new(self.log.first_pageid, 0);
+        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn {
+            partial: !fresh && rec.prev_tranlsa < oldest,
+            ..Txn::new(rec.lsa)
+        });
         txn.last_lsa = rec.lsa;
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
@@ -730,8 +759,11 @@ impl ChangeReader {
         }
         let op = if commit { Op::Commit } else { Op::Abort };
         if !self.opts.committed_only {
+            let skip_partial = txn.partial && self.opts.on_partial == OnPartial::Skip;
+            self.stats.partial_transactions += txn.partial as u64;
             // CUBRID's producer reports the end of a transaction whose user it learned.
             if !txn.ignored
+                && !skip_partial
                 && txn.user.is_some()
                 && self.wants(op)
                 && self.shown(op)
@@ -740,6 +772,7 @@ impl ChangeReader {
                 let mut e = Event::at(rec, op);
                 e.user = txn.user.clone();
                 e.time = rec.at_time();
+                e.partial = txn.partial;
                 self.ready.push_back(e);
             }
             if commit {
@@ -771,6 +804,8 @@ impl ChangeReader {
         if !self.user_passes(txn.user.as_deref()) {
             return Ok(());
         }
+        self.stats.partial_transactions += txn.partial as u64;
+        let discard = txn.partial && self.opts.on_partial == OnPartial::Skip;
         let has_events = txn.event_count() > 0;
         let spilled = match txn.spill {
             Some(s) => {
@@ -783,8 +818,9 @@ impl ChangeReader {
             }
             None => None,
         };
-        let marker = (self.wants(Op::Commit) && self.shown(Op::Commit) && has_events).then(|| {
+        let marker = (self.wants(Op::Commit) && self.shown(Op::Commit) && has_events && !discard).then(|| {
             let mut e = Event::at(rec, Op::Commit);
+            e.partial = txn.partial;
             e.user = txn.user.clone();
             e.time = rec.at_time();
             e.commit_lsa = Some(rec.lsa);
@@ -803,6 +839,8 @@ impl ChangeReader {
             mem: txn.events.into_iter(),
             seq: 0,
             marker,
+            partial: txn.partial,
+            discard,
         });
         Ok(())
     }
@@ -844,12 +882,20 @@ impl ChangeReader {
             if e.hidden {
                 continue; // its place is taken; the narrowing filters reject it
             }
+            if em.partial {
+                self.stats.partial_events += 1;
+                if em.discard {
+                    continue;
+                }
+                e.partial = true;
+            }
             e.commit_lsa = Some(em.commit_lsa);
             e.commit_time = em.commit_time;
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
             e.typed = Some(Box::new(self.type_event(&[], &e)));
+            self.note_schema(&e);
             self.keep_wanted_images(&mut e);
             return Ok(Some(e));
         }
@@ -898,7 +944,7 @@ impl ChangeReader {
                 e.user = user;
                 self.push_event(e)
             }
-            Supplement::UndoRecord | Supplement::Other(_) => Ok(()),
+            Supplement::UndoRecord => Ok(()),
         }
     }
 
@@ -951,9 +997,17 @@ impl ChangeReader {
             if e.hidden {
                 return Ok(()); // CUBRID's stream numbers nothing: a rejected event is dropped
             }
+            if self.txns.get(&e.trid).is_some_and(|t| t.partial) {
+                self.stats.partial_events += 1;
+                if self.opts.on_partial == OnPartial::Skip {
+                    return Ok(());
+                }
+                e.partial = true;
+            }
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
             let staged = self.staging.of(e.trid);
             e.typed = Some(Box::new(self.type_event(staged, &e)));
+            self.note_schema(&e);
             self.keep_wanted_images(&mut e);
             self.ready.push_back(e);
             return Ok(());
@@ -1001,6 +1055,18 @@ impl ChangeReader {
     /// changes), and names its table.
     fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
         type_event(&self.catalog, staged, e, &self.opts, self.catalog_now.as_ref())
+    }
+
+    /// Counts an emitted change of a table whose schema the log does not hold.
+    fn note_schema(&mut self, e: &Event) {
+        let Some(class) = e.class_oid else { return };
+        if !matches!(e.op, Op::Insert | Op::Update | Op::Delete) || e.typed.as_ref().is_none_or(|t| t.table.is_some()) {
+            return;
+        }
+        self.stats.unknown_schema_events += 1;
+        if self.unknown_tables.len() < MAX_UNKNOWN_TABLES && self.unknown_tables.insert(class) {
+            self.stats.unknown_schema_tables += 1;
+        }
     }
 
     /// Drops the images the mode does not keep (read only for the key).

@@ -123,6 +123,10 @@ pub struct Event {
     /// has none).
     #[serde(skip)]
     pub hidden: bool,
+    /// Emitted from a transaction that began before the log set's oldest volume (see
+    /// [`OnPartial`]); set when the event is emitted.
+    #[serde(skip)]
+    pub partial: bool,
 }
 
 /// What the schema catalog made of an event's images.
@@ -197,6 +201,7 @@ impl Event {
             txn_seq: 0,
             typed: None,
             hidden: false,
+            partial: false,
         }
     }
 
@@ -286,6 +291,31 @@ impl std::str::FromStr for OnError {
     }
 }
 
+/// What becomes of a transaction whose first record lies before the log set's oldest volume
+/// (an older archive was deleted): its events there are lost, so it is never passed off as
+/// complete. Either way it is counted (`ChangeStats::partial_transactions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnPartial {
+    /// Leave its events out.
+    #[default]
+    Skip,
+    /// Emit the events the log still holds, marked `partial`.
+    Emit,
+}
+
+impl std::str::FromStr for OnPartial {
+    type Err = LogError;
+    fn from_str(s: &str) -> Result<OnPartial> {
+        match s {
+            "skip" => Ok(OnPartial::Skip),
+            "emit" => Ok(OnPartial::Emit),
+            _ => Err(LogError::InvalidArgument {
+                msg: format!("the partial-transaction policy must be \"skip\" or \"emit\", not {s:?}"),
+            }),
+        }
+    }
+}
+
 /// Which DDL events a table filter keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DdlScope {
@@ -332,6 +362,8 @@ pub struct ChangeOptions {
     pub memory_limit: usize,
     pub on_error: OnError,
     pub on_encrypted: OnEncrypted,
+    /// Transactions begun before the oldest volume.
+    pub on_partial: OnPartial,
     /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
     /// is filled either way.
     pub decode: bool,
@@ -451,6 +483,7 @@ impl Default for ChangeOptions {
             memory_limit: 256 << 20,
             on_error: OnError::Raise,
             on_encrypted: OnEncrypted::Raise,
+            on_partial: OnPartial::Skip,
             decode: true,
             keys: KeyMode::NameThen,
             values: false,

@@ -27,6 +27,20 @@ impl Extractor {
     }
 }
 
+/// A supplemental record of a system transaction (trid 0 or below): CUBRID writes supplements
+/// for user transactions only, so this is damage, which is said rather than skipped (skipping
+/// would lose the change it stands for without a trace).
+pub fn check_system_record(log: &LogSet, rec: &Record) -> Result<()> {
+    if rec.trid <= 0 && rec.rectype == crate::rectype::LOG_SUPPLEMENTAL_INFO {
+        return Err(LogError::corrupt(
+            &log.set_name(),
+            rec.lsa,
+            format!("a supplemental record of system transaction {}: CUBRID writes them for user transactions only", rec.trid),
+        ));
+    }
+    Ok(())
+}
+
 /// The event's operation as the supplement states it (a chase may turn an update of an OID
 /// reservation into an insert).
 pub fn dml_op(dml: &DmlSupplement) -> Op {

@@ -468,6 +468,7 @@ impl RangeEvents {
     }
 
     fn candidate(&mut self, rec: &crate::record::Record) -> Result<Option<Event>> {
+        crate::extract::check_system_record(&self.log, rec)?;
         if rec.trid <= 0 || rec.rectype != LOG_SUPPLEMENTAL_INFO {
             return Ok(None);
         }

@@ -32,6 +32,9 @@ pub(crate) struct Txn {
     /// Engine-compatible stream: CUBRID's producer ignores this transaction (it aborted before
     /// its user could be learned).
     pub(crate) ignored: bool,
+    /// Its first record lies before the log set's oldest volume (an archive that held it is
+    /// gone): the events it made there are lost, so it is not passed off as complete.
+    pub(crate) partial: bool,
 }
 
 impl Txn {
@@ -47,6 +50,7 @@ impl Txn {
             mvcc_dml: false,
             committed_with_postpone: false,
             ignored: false,
+            partial: false,
         }
     }
 
@@ -70,6 +74,7 @@ impl Txn {
             mvcc_dml: self.mvcc_dml,
             committed_with_postpone: self.committed_with_postpone,
             ignored: self.ignored,
+            partial: self.partial,
         })
     }
 }

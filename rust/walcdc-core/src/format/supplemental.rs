@@ -88,8 +88,6 @@ pub enum Supplement {
     UndoRecord,
     Ddl(DdlSupplement),
     Dml(DmlSupplement),
-    /// A kind this reader does not know.
-    Other(i32),
 }
 
 fn lsa_opt(b: &[u8]) -> Option<Lsa> {
@@ -104,7 +102,8 @@ fn need(payload: &[u8], n: usize, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Decodes a supplemental payload (already unzipped) of the given kind.
+/// Decodes a supplemental payload (already unzipped) of the given kind; a kind CUBRID does not
+/// write is an error.
 pub fn parse(kind: i32, payload: &[u8]) -> Result<Supplement, String> {
     let dml = |k: DmlKind, trigger: bool| -> Result<Supplement, String> {
         let (undo_lsa, redo_lsa) = match k {
@@ -158,7 +157,9 @@ pub fn parse(kind: i32, payload: &[u8]) -> Result<Supplement, String> {
         TRIGGER_INSERT => dml(DmlKind::Insert, true),
         TRIGGER_UPDATE => dml(DmlKind::Update, true),
         TRIGGER_DELETE => dml(DmlKind::Delete, true),
-        k => Ok(Supplement::Other(k)),
+        // CUBRID writes kinds 0..=8 only (SUPPLEMENT_REC_TYPE): another kind is damage, and
+        // skipping it would lose the change it stands for without a trace.
+        k => Err(format!("supplemental record of kind {k}, which CUBRID does not write")),
     }
 }
 

@@ -225,9 +225,8 @@ pub enum ParseProblem {
     Page { pageid: i64, problem: PageProblem, header_page: bool },
     /// `LOG_END_OF_LOG` on a page that has not been archived: the end of the log.
     EndMarker,
-    /// `LOG_END_OF_LOG` or a NULL `forw_lsa` on an archived page: go on at the next page.
-    /// `rectype` tells which: an end marker leaves nothing behind, a record of another type
-    /// with a NULL `forw_lsa` is a record the walk cannot place, and is skipped (and counted).
+    /// `LOG_END_OF_LOG` or a NULL `forw_lsa` on an archived page: go on at the next page (as
+    /// the engine does); the rest of the page is skipped, and counted (`Walker::unplaced`).
     ArchivedMarker { rectype: i32 },
     /// A NULL `forw_lsa` on an active page (a record the writer never completed).
     NullForward,

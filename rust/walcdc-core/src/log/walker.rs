@@ -104,8 +104,8 @@ pub struct Walker {
     /// bound after a crash.)
     must_exist_until: Lsa,
     pub skipped: Vec<SkippedRange>,
-    /// Records on archived pages with a NULL `forw_lsa` that are not end markers: the walk went
-    /// on at the next page, and the rest of their page was not read (a damaged archive).
+    /// Records on archived pages with a NULL `forw_lsa` or an end-of-log type: the walk went on
+    /// at the next page, and the rest of their page was not read (a damaged archive).
     pub unplaced: Vec<Lsa>,
     /// Records readable past a torn or unwritten end of a crashed log (see [`BeyondEnd`]).
     pub beyond_end: Option<BeyondEnd>,
@@ -439,10 +439,12 @@ impl Walker {
                         format!("an end-of-log marker before the end the header records ({})", self.must_exist_until),
                     ));
                 }
-                Err(ParseProblem::ArchivedMarker { rectype }) => {
-                    if rectype != crate::rectype::LOG_END_OF_LOG {
-                        self.unplaced.push(lsa);
-                    }
+                Err(ParseProblem::ArchivedMarker { .. }) => {
+                    // The engine goes on at the next page here, as the walk does; whatever the
+                    // rest of the page held is not read, so the skip is counted, end marker or
+                    // not (an archived end marker is legitimate only under a record longer
+                    // than the whole active log, which is lost to the engine too).
+                    self.unplaced.push(lsa);
                     self.next = Some(Lsa::new(lsa.pageid + 1, -1));
                 }
                 Err(ParseProblem::Page { pageid, problem: PageProblem::Encrypted { vol }, .. }) => {
