@@ -10,7 +10,7 @@ import threading
 import time
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
@@ -483,6 +483,10 @@ def read_changes(
         log = source if isinstance(source, LogSet) else open_log(source)
     if envelope is not None:
         choice("envelope", envelope, ENVELOPES)
+        if not committed_only:
+            # Debezium's events are committed changes in commit order, with a transaction's
+            # position; the engine's stream interleaves open transactions.
+            raise argument_error("envelope", "{} needs the committed stream (committed_only=True)")
     options = dict(
         start=start,
         end=end,
@@ -584,7 +588,26 @@ def _open_stream(
         from walcdc.envelope import Debezium
 
         transform = Debezium(info["database"])
+        transform.prime(_transaction_head(log, options, batch_size))
     return ChangeStream(native, transform, info, follow=follow)
+
+
+def _transaction_head(log: LogSet, options: Dict[str, Any], batch_size: int):
+    """The events a stream resumed inside a transaction skips (the cursor's ``txn_offset``
+    first events of that transaction), read again without images, so that an envelope counts
+    the transaction's events on from there."""
+    cursor = options["cursor"]
+    if cursor is not None and not isinstance(cursor, Cursor):
+        cursor = Cursor.load(cursor)
+    if cursor is None or not cursor.txn_offset:
+        return
+    head = {**options, "cursor": replace(cursor, txn_offset=0), "mode": "id"}
+    left = cursor.txn_offset
+    for batch in _open_stream(log, head, batch_size=min(batch_size, left)):
+        yield batch.slice(0, left)
+        left -= batch.num_rows
+        if left <= 0:
+            return
 
 
 def _native_options(
