@@ -20,6 +20,26 @@ Each row is the value of a Debezium change event, with the record's key beside i
     key                 the record key: the primary-key columns of the row (JSON text), null
                         without a primary key
 
+``envelope_options`` (all off by default) add Debezium's optional records, in the same stream:
+
+    tombstones=True     (Debezium's ``tombstones.on.delete``) after each delete, a tombstone:
+                        the delete's ``key`` with a null value, that is every other field null
+                        (``op`` null): Kafka's log compaction then drops the key's records
+    transactions=True   (``provide.transaction.metadata``) a BEGIN record before a
+                        transaction's first event and an END record after its last one, in
+                        four more fields: ``status`` ("BEGIN" / "END"), ``id`` (as
+                        ``transaction.id``), ``event_count`` and ``data_collections`` (END only:
+                        the transaction's events, and per table ``{data_collection:
+                        "owner.table", event_count}``); their ``ts_ms`` is the commit time (a
+                        transaction's begin time is not in the log; Debezium's PostgreSQL
+                        connector too gives the commit time); ``key`` is ``{"id": ...}`` and the
+                        change-event fields are null. Change events have these four null.
+
+A row is thus a change event (``op`` set), a transaction record (``status`` set) or a
+tombstone (neither). An END comes when the next transaction's first event or the end of the
+stream (or of a followed log's poll) shows that the transaction is over; a stream resumed from
+a cursor taken right before it gives it then (at least once, like the events).
+
 CUBRID's commit record holds whole seconds, so ``source.ts_ms`` is a multiple of 1000 (and
 ``ts_us`` / ``ts_ns`` of 10^6 / 10^9). LSAs are ``pageid|offset`` text; ``sequence`` is the JSON
 text ``["<commit lsa>","<lsa>"]`` of the order-preserving u64 LSAs: it sorts events in the
@@ -31,13 +51,18 @@ counts of ``transaction``.
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Debezium", "lsa_text"]
+__all__ = ["Debezium", "OPTIONS", "envelope_options", "lsa_text", "summary_columns"]
+
+#: The options of the Debezium envelope (``read_changes(envelope_options=...)``) and their
+#: defaults: Debezium's optional records, off as in Debezium.
+OPTIONS: Dict[str, Any] = {"tombstones": False, "transactions": False}
 
 _JSON = {b"walcdc.json": b"true"}
 
@@ -79,6 +104,41 @@ def lsa_text(column: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(page, offset, "|")
 
 
+DATA_COLLECTIONS = pa.list_(
+    pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())])
+)
+
+
+def envelope_options(value: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """``value`` checked against :data:`OPTIONS`, with the defaults filled in."""
+    from walcdc.errors import argument_error
+
+    if value is None:
+        return dict(OPTIONS)
+    if not isinstance(value, Mapping):
+        raise argument_error("envelope_options", f"{{}} must be a dict, not {value!r}")
+    unknown = sorted(set(value) - set(OPTIONS))
+    if unknown:
+        raise argument_error(
+            "envelope_options", f"{{}}: unknown option(s) {unknown}; choose from {list(OPTIONS)}"
+        )
+    return {k: bool(value.get(k, default)) for k, default in OPTIONS.items()}
+
+
+def summary_columns(batch: pa.RecordBatch) -> Tuple[pa.Array, pa.Array]:
+    """(table, op) of each row of an envelope's batch, for a per-table, per-op summary: the
+    table as ``owner.table``, tombstones as op ``tombstone``, transaction records by status."""
+    source = batch.column("source")
+    name = pc.struct_field(source, "table")
+    table = pc.coalesce(
+        pc.binary_join_element_wise(pc.struct_field(source, "schema"), name, "."), name
+    )
+    op = batch.column("op")
+    if "status" in batch.schema.names:
+        op = pc.coalesce(op, batch.column("status"))
+    return table, pc.fill_null(op, "tombstone")
+
+
 def _repeat(value, type_: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type_), n)
 
@@ -88,29 +148,36 @@ class Debezium:
     running counts of the transaction being emitted (a transaction's events are contiguous in
     the committed stream, and may span batches)."""
 
-    def __init__(self, database: Optional[str]):
+    def __init__(self, database: Optional[str], options: Optional[Mapping[str, Any]] = None):
         from walcdc import __version__
 
         self.database = database
         self.version = __version__
+        self.options = envelope_options(options)
         self._txn: Optional[str] = None
+        self._txn_ms: Optional[int] = None  # the open transaction's commit time
         self._total = 0
         self._per_table: Dict[Optional[str], int] = {}
 
-    def schema(self, _plain: pa.Schema) -> pa.Schema:
-        return pa.schema(
-            [
-                pa.field("before", pa.string(), metadata=_JSON),
-                pa.field("after", pa.string(), metadata=_JSON),
-                pa.field("source", SOURCE),
-                pa.field("op", pa.string()),
-                pa.field("ts_ms", pa.int64()),
-                pa.field("ts_us", pa.int64()),
-                pa.field("ts_ns", pa.int64()),
-                pa.field("transaction", TRANSACTION),
-                pa.field("key", pa.string(), metadata=_JSON),
+    def schema(self, _plain: pa.Schema = None) -> pa.Schema:
+        fields = [
+            pa.field("before", pa.string(), metadata=_JSON),
+            pa.field("after", pa.string(), metadata=_JSON),
+            pa.field("source", SOURCE),
+            pa.field("op", pa.string()),
+            pa.field("ts_ms", pa.int64()),
+            pa.field("ts_us", pa.int64()),
+            pa.field("ts_ns", pa.int64()),
+            pa.field("transaction", TRANSACTION),
+        ]
+        if self.options["transactions"]:
+            fields += [
+                pa.field("status", pa.string()),
+                pa.field("id", pa.string()),
+                pa.field("event_count", pa.int64()),
+                pa.field("data_collections", DATA_COLLECTIONS),
             ]
-        )
+        return pa.schema(fields + [pa.field("key", pa.string(), metadata=_JSON)])
 
     @staticmethod
     def _events(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -127,37 +194,82 @@ class Debezium:
         commit = pc.coalesce(lsa_text(batch.column("commit_lsa")), pa.scalar(""))
         return pc.binary_join_element_wise(pc.cast(batch.column("trid"), pa.string()), commit, ":")
 
-    def _count(self, txn_ids: Iterable[str], tables: Iterable[Optional[str]]) -> Tuple[list, list]:
-        """total_order and data_collection_order of each event, counting on from the events
-        of the same transaction already emitted."""
-        total, per_table = [], []
-        for t, name in zip(txn_ids, tables):
+    @staticmethod
+    def _commit_seconds(batch: pa.RecordBatch) -> pa.Array:
+        when = pc.coalesce(batch.column("commit_time"), batch.column("time"))
+        return pc.cast(pc.cast(when, pa.timestamp("s", tz="UTC")), pa.int64())
+
+    def _end(self, records: List[tuple]) -> bool:
+        """Closes the open transaction; appends its END record to ``records`` if transaction
+        records are asked for (and says whether it did)."""
+        txn, self._txn = self._txn, None
+        if txn is None or not self.options["transactions"]:
+            return False
+        collections = [
+            {"data_collection": name or "", "event_count": n} for name, n in self._per_table.items()
+        ]
+        records.append(("END", txn, self._txn_ms, self._total, collections))
+        return True
+
+    def _walk(self, batch: pa.RecordBatch) -> Tuple[list, list, list, List[tuple]]:
+        """Counts the events of ``batch`` on from those of the same transaction already
+        emitted; returns their total_order and data_collection_order, and the order of the
+        output: ``(kind, i)`` with kind ``e`` (event i), ``x`` (tombstone after event i) or
+        ``r`` (transaction record i)."""
+        total, per_table, plan, records = [], [], [], []
+        ops = pc.cast(batch.column("op"), pa.string()).to_pylist()
+        ms = pc.multiply(self._commit_seconds(batch), 1000).to_pylist()
+        for i, (t, name) in enumerate(
+            zip(self._txn_ids(batch).to_pylist(), batch.column("table").to_pylist())
+        ):
             if t != self._txn:
-                self._txn, self._total = t, 0
+                if self._end(records):
+                    plan.append(("r", len(records) - 1))
+                self._txn, self._txn_ms, self._total = t, ms[i], 0
                 self._per_table.clear()
+                if self.options["transactions"]:
+                    records.append(("BEGIN", t, ms[i], None, None))
+                    plan.append(("r", len(records) - 1))
             self._total += 1
             self._per_table[name] = self._per_table.get(name, 0) + 1
             total.append(self._total)
             per_table.append(self._per_table[name])
-        return total, per_table
+            plan.append(("e", i))
+            if ops[i] == "delete" and self.options["tombstones"]:
+                plan.append(("x", i))
+        return total, per_table, plan, records
 
     def prime(self, batches: Iterable[pa.RecordBatch]) -> None:
         """Counts, without emitting them, the events a stream resumed inside a transaction
         does not read again (the cursor's ``txn_offset`` first events of that transaction):
         its events go on from there."""
         for batch in batches:
-            events = self._events(batch)
-            self._count(self._txn_ids(events).to_pylist(), events.column("table").to_pylist())
+            self._walk(self._events(batch))
+
+    def finish(self) -> Optional[pa.RecordBatch]:
+        """What is left when the stream (or a followed log's poll) has no more events: the
+        END of the last transaction."""
+        records: List[tuple] = []
+        self._end(records)
+        if not records:
+            return None
+        return self._assemble(self._events_batch(None), [("r", 0)], records, 0)
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         batch = self._events(batch)
+        total, per_table, plan, records = self._walk(batch)
+        events = self._events_batch(batch, total, per_table)
+        return self._assemble(events, plan, records, batch.num_rows)
+
+    def _events_batch(self, batch, total=(), per_table=()) -> pa.RecordBatch:
+        """The change events of ``batch`` (None: no event) in the envelope's fields."""
+        schema = self.schema()
+        if batch is None:
+            return pa.record_batch([pa.array([], f.type) for f in schema], schema=schema)
         n = batch.num_rows
         op = pc.cast(batch.column("op"), pa.string())
-        letters = _LETTERS.take(pc.index_in(op, pa.array(_OPS)))
-        when = pc.coalesce(batch.column("commit_time"), batch.column("time"))
-        seconds = pc.cast(pc.cast(when, pa.timestamp("s", tz="UTC")), pa.int64())
+        seconds = self._commit_seconds(batch)
         commit_lsa, lsa = batch.column("commit_lsa"), batch.column("lsa")
-        txn_id = self._txn_ids(batch)
         table = batch.column("table")
         # "owner.table": Debezium's schema and table apart.
         parts = pc.extract_regex(table, pattern=r"^(?P<schema>[^.]*)\.(?P<table>.*)$")
@@ -185,23 +297,53 @@ class Debezium:
             ],
             fields=list(SOURCE),
         )
-        total, per_table = self._count(txn_id.to_pylist(), table.to_pylist())
         transaction = pa.StructArray.from_arrays(
-            [txn_id, pa.array(total, pa.int64()), pa.array(per_table, pa.int64())],
+            [self._txn_ids(batch), pa.array(total, pa.int64()), pa.array(per_table, pa.int64())],
             fields=list(TRANSACTION),
         )
         now = time.time_ns()  # one processing time for the batch: emitted together
+        columns = {
+            "before": batch.column("before"),
+            "after": batch.column("after"),
+            "source": source,
+            "op": _LETTERS.take(pc.index_in(op, pa.array(_OPS))),
+            "ts_ms": _repeat(now // 1000_000, pa.int64(), n),
+            "ts_us": _repeat(now // 1000, pa.int64(), n),
+            "ts_ns": _repeat(now, pa.int64(), n),
+            "transaction": transaction,
+            "key": batch.column("key"),
+        }
         return pa.record_batch(
-            [
-                batch.column("before"),
-                batch.column("after"),
-                source,
-                letters,
-                _repeat(now // 1000_000, pa.int64(), n),
-                _repeat(now // 1000, pa.int64(), n),
-                _repeat(now, pa.int64(), n),
-                transaction,
-                batch.column("key"),
-            ],
-            schema=self.schema(batch.schema),
+            [columns.get(f.name, pa.nulls(n, f.type)) for f in schema], schema=schema
         )
+
+    def _assemble(
+        self, events: pa.RecordBatch, plan: List[tuple], records: List[tuple], n: int
+    ) -> pa.RecordBatch:
+        """The output rows in ``plan`` order: each column is the events' column followed by
+        the transaction records' values, and every row takes its own (or null)."""
+        schema = self.schema()
+        if len(plan) == n and not records:  # events only
+            return events
+        own: Dict[str, List[Optional[int]]] = {"value": [], "key": []}
+        for kind, i in plan:
+            own["value"].append(i if kind == "e" else n + i if kind == "r" else None)
+            own["key"].append(n + i if kind == "r" else i)
+        extra = {
+            "ts_ms": pa.array([r[2] for r in records], pa.int64()),
+            "status": pa.array([r[0] for r in records], pa.string()),
+            "id": pa.array([r[1] for r in records], pa.string()),
+            "event_count": pa.array([r[3] for r in records], pa.int64()),
+            "data_collections": pa.array([r[4] for r in records], DATA_COLLECTIONS),
+            "key": pa.array(
+                [json.dumps({"id": r[1]}, separators=(",", ":")) for r in records], pa.string()
+            ),
+        }
+        columns = []
+        for f in schema:
+            tail = extra.get(f.name, pa.nulls(len(records), f.type))
+            both = pa.concat_arrays([events.column(f.name), tail.cast(f.type)])
+            columns.append(
+                both.take(pa.array(own["key" if f.name == "key" else "value"], pa.int64()))
+            )
+        return pa.record_batch(columns, schema=schema)

@@ -179,13 +179,16 @@ def _count(batch: pa.RecordBatch, summary: Counter) -> None:
     names = batch.schema.names
     if batch.num_rows == 0 or "op" not in names:
         return
+    op = batch.column("op")
     if "table" in names:
         table = batch.column("table")
-    elif "source" in names:
-        table = pc.struct_field(batch.column("source"), "table")
+    elif "source" in names:  # Debezium
+        from walcdc.envelope import summary_columns
+
+        table, op = summary_columns(batch)
     else:
         table = pa.nulls(batch.num_rows, pa.string())
-    t = pa.table({"table": table, "op": pc.cast(batch.column("op"), pa.string())})
+    t = pa.table({"table": table, "op": pc.cast(op, pa.string())})
     grouped = t.group_by(["table", "op"]).aggregate([("op", "count")])
     for tab, op, n in zip(
         grouped.column("table").to_pylist(),
