@@ -469,7 +469,9 @@ def read_changes(
     sees one name per column across RENAME COLUMN) or ``"id"`` (attribute ids, as in
     :meth:`LogSet.schemas`). ``envelope="debezium"``: events in Debezium's shape, of the
     committed stream; ``envelope_options`` adds Debezium's optional records
-    (``{"tombstones": True, "transactions": True}``; see :mod:`walcdc.envelope`).
+    (``{"tombstones": True, "transactions": True}``) or gives Kafka Connect's JSON form with
+    typed values (``{"schemas": True, "decimal_handling": "precise"}``; see
+    :mod:`walcdc.envelope`).
     ``schema``: schemas of tables created before the log window (a JSON file or dict, format
     in :mod:`walcdc.schemas`); the log's own class records take precedence. Passwords in DDL
     statements are replaced by ``***`` unless ``redact=False``.
@@ -613,18 +615,28 @@ def _open_stream(
     if envelope == "debezium":
         from walcdc.envelope import Debezium
 
-        transform = Debezium(info["database"], envelope_options)
+        columns = None
+        if (envelope_options or {}).get("schemas"):
+            from walcdc.connect import TableColumns
+
+            cursor = _cursor(options)
+            since = cursor.catalog if cursor is not None else None
+            columns = TableColumns(log, options["keys"], since, follow=follow is not None)
+        transform = Debezium(info["database"], envelope_options, columns)
         transform.prime(_transaction_head(log, options, batch_size))
     return ChangeStream(native, transform, info, follow=follow)
+
+
+def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:
+    cursor = options["cursor"]
+    return Cursor.load(cursor) if cursor is not None and not isinstance(cursor, Cursor) else cursor
 
 
 def _transaction_head(log: LogSet, options: Dict[str, Any], batch_size: int):
     """The events a stream resumed inside a transaction skips (the cursor's ``txn_offset``
     first events of that transaction), read again without images, so that an envelope counts
     the transaction's events on from there."""
-    cursor = options["cursor"]
-    if cursor is not None and not isinstance(cursor, Cursor):
-        cursor = Cursor.load(cursor)
+    cursor = _cursor(options)
     if cursor is None or not cursor.txn_offset:
         return
     head = {**options, "cursor": replace(cursor, txn_offset=0), "mode": "id"}

@@ -410,6 +410,19 @@ def schema(paths, sample, show_all, as_json) -> None:
     is_flag=True,
     help="With --envelope debezium: BEGIN and END records around each transaction's events.",
 )
+@click.option(
+    "--debezium-schemas",
+    "schemas",
+    is_flag=True,
+    help="With --envelope debezium: Kafka Connect's JSON form (schema and payload), typed values.",
+)
+@click.option(
+    "--debezium-decimals",
+    "decimals",
+    type=click.Choice(["precise", "string", "double"]),
+    help="With --debezium-schemas: NUMERIC and MONETARY as Kafka Connect Decimal (precise, the "
+    "default), string or double.",
+)
 @click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
 @click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
 @click.option(
@@ -449,6 +462,8 @@ def extract(
     envelope,
     tombstones,
     transactions,
+    schemas,
+    decimals,
     schema_file,
     no_redact,
     by_table,
@@ -471,10 +486,11 @@ def extract(
     from walcdc.sinks import resolve_target, write_stream
 
     envelope_options = None
-    if tombstones or transactions:
+    if tombstones or transactions or schemas or decimals:
         if envelope != "debezium":
             raise click.UsageError("--debezium-* options need --envelope debezium")
-        envelope_options = {"tombstones": tombstones, "transactions": transactions}
+        envelope_options = dict(tombstones=tombstones, transactions=transactions, schemas=schemas)
+        envelope_options["decimal_handling"] = decimals or "precise"
     log = _open(_paths(paths, sample))
     if by_table:
         refused = [

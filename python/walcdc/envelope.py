@@ -34,6 +34,16 @@ Each row is the value of a Debezium change event, with the record's key beside i
                         transaction's begin time is not in the log; Debezium's PostgreSQL
                         connector too gives the commit time); ``key`` is ``{"id": ...}`` and the
                         change-event fields are null. Change events have these four null.
+    schemas=True        (Kafka Connect's ``JsonConverter`` with ``schemas.enable=true``) each
+                        record as three JSON columns: ``schema`` and ``payload`` (the record's
+                        value, as JsonConverter writes it) and ``key`` (``{schema, payload}``
+                        too), values typed as Debezium types them (:mod:`walcdc.connect`):
+                        NUMERIC as ``org.apache.kafka.connect.data.Decimal``, DATE as days,
+                        TIMESTAMP as ``io.debezium.time.ZonedTimestamp``, ... A tombstone has
+                        ``schema`` and ``payload`` null. Python per row: slower.
+    decimal_handling    with ``schemas``: NUMERIC and MONETARY as ``"precise"`` (Decimal, the
+                        default), ``"string"`` or ``"double"`` (Debezium's
+                        ``decimal.handling.mode``)
 
 A row is thus a change event (``op`` set), a transaction record (``status`` set) or a
 tombstone (neither). An END comes when the next transaction's first event or the end of the
@@ -58,11 +68,23 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Debezium", "OPTIONS", "envelope_options", "lsa_text", "summary_columns"]
+__all__ = [
+    "Debezium",
+    "OPTIONS",
+    "envelope_options",
+    "lsa_text",
+    "record_fields",
+    "summary_columns",
+]
 
 #: The options of the Debezium envelope (``read_changes(envelope_options=...)``) and their
-#: defaults: Debezium's optional records, off as in Debezium.
-OPTIONS: Dict[str, Any] = {"tombstones": False, "transactions": False}
+#: defaults: Debezium's optional records off, as in Debezium; the plain JSON form.
+OPTIONS: Dict[str, Any] = {
+    "tombstones": False,
+    "transactions": False,
+    "schemas": False,
+    "decimal_handling": "precise",
+}
 
 _JSON = {b"walcdc.json": b"true"}
 
@@ -95,6 +117,9 @@ SOURCE = pa.struct(
 TRANSACTION = pa.struct(
     [("id", pa.string()), ("total_order", pa.int64()), ("data_collection_order", pa.int64())]
 )
+DATA_COLLECTIONS = pa.list_(
+    pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())])
+)
 
 
 def lsa_text(column: pa.Array) -> pa.Array:
@@ -104,14 +129,11 @@ def lsa_text(column: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(page, offset, "|")
 
 
-DATA_COLLECTIONS = pa.list_(
-    pa.struct([("data_collection", pa.string()), ("event_count", pa.int64())])
-)
-
-
 def envelope_options(value: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """``value`` checked against :data:`OPTIONS`, with the defaults filled in."""
+    from walcdc.connect import DECIMAL_HANDLING
     from walcdc.errors import argument_error
+    from walcdc.options import choice
 
     if value is None:
         return dict(OPTIONS)
@@ -122,12 +144,43 @@ def envelope_options(value: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
         raise argument_error(
             "envelope_options", f"{{}}: unknown option(s) {unknown}; choose from {list(OPTIONS)}"
         )
-    return {k: bool(value.get(k, default)) for k, default in OPTIONS.items()}
+    out = {k: bool(value.get(k, default)) for k, default in OPTIONS.items()}
+    out["decimal_handling"] = choice(
+        "envelope_options", value.get("decimal_handling", "precise"), DECIMAL_HANDLING
+    )
+    return out
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _repid(head: Optional[bytes]) -> Optional[int]:
+    """The representation id in a heap record's first word."""
+    return int.from_bytes(head, "big") & 0x00FF_FFFF if head and len(head) == 4 else None
+
+
+def record_fields(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``source``, ``op`` and ``status`` of an envelope's records, of either form (the
+    ``schemas`` form's read from its payloads)."""
+    if "payload" not in batch.schema.names:
+        names = [n for n in ("source", "op", "status") if n in batch.schema.names]
+        return batch.select(names)
+    payloads = [json.loads(p) if p else {} for p in batch.column("payload").to_pylist()]
+    return pa.record_batch(
+        [
+            pa.array([p.get("source") for p in payloads], SOURCE),
+            pa.array([p.get("op") for p in payloads], pa.string()),
+            pa.array([p.get("status") for p in payloads], pa.string()),
+        ],
+        names=["source", "op", "status"],
+    )
 
 
 def summary_columns(batch: pa.RecordBatch) -> Tuple[pa.Array, pa.Array]:
     """(table, op) of each row of an envelope's batch, for a per-table, per-op summary: the
     table as ``owner.table``, tombstones as op ``tombstone``, transaction records by status."""
+    batch = record_fields(batch)
     source = batch.column("source")
     name = pc.struct_field(source, "table")
     table = pc.coalesce(
@@ -148,18 +201,42 @@ class Debezium:
     running counts of the transaction being emitted (a transaction's events are contiguous in
     the committed stream, and may span batches)."""
 
-    def __init__(self, database: Optional[str], options: Optional[Mapping[str, Any]] = None):
+    def __init__(
+        self,
+        database: Optional[str],
+        options: Optional[Mapping[str, Any]] = None,
+        columns=None,
+    ):
+        """``columns``: a :class:`walcdc.connect.TableColumns` that types the columns of the
+        ``schemas`` form."""
         from walcdc import __version__
 
         self.database = database
         self.version = __version__
         self.options = envelope_options(options)
+        self._connect = None
+        if self.options["schemas"]:
+            from walcdc.connect import ConnectForm
+
+            self._connect = ConnectForm(database, columns, self.options["decimal_handling"])
         self._txn: Optional[str] = None
         self._txn_ms: Optional[int] = None  # the open transaction's commit time
         self._total = 0
         self._per_table: Dict[Optional[str], int] = {}
 
     def schema(self, _plain: pa.Schema = None) -> pa.Schema:
+        if self._connect is not None:
+            return pa.schema(
+                [
+                    pa.field("schema", pa.string(), metadata=_JSON),
+                    pa.field("payload", pa.string(), metadata=_JSON),
+                    pa.field("key", pa.string(), metadata=_JSON),
+                ]
+            )
+        return self._fields()
+
+    def _fields(self) -> pa.Schema:
+        """The record's fields, as Arrow columns (what the ``schemas`` form writes as JSON)."""
         fields = [
             pa.field("before", pa.string(), metadata=_JSON),
             pa.field("after", pa.string(), metadata=_JSON),
@@ -253,17 +330,65 @@ class Debezium:
         self._end(records)
         if not records:
             return None
+        if self._connect is not None:
+            return self._typed(None, None, [("r", 0)], records)
         return self._assemble(self._events_batch(None), [("r", 0)], records, 0)
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         batch = self._events(batch)
         total, per_table, plan, records = self._walk(batch)
         events = self._events_batch(batch, total, per_table)
+        if self._connect is not None:
+            return self._typed(batch, events, plan, records)
         return self._assemble(events, plan, records, batch.num_rows)
+
+    def _typed(self, batch, events, plan: List[tuple], records: List[tuple]) -> pa.RecordBatch:
+        """The ``schemas`` form: each record as Kafka Connect's JsonConverter writes it, the
+        values typed (:mod:`walcdc.connect`); per row in Python."""
+        from walcdc.connect import TXN_KEY_SCHEMA, TXN_VALUE_SCHEMA
+
+        typed: List[Tuple[str, Any, Any, Any]] = []
+        meta: List[Dict[str, Any]] = []
+        if batch is not None and batch.num_rows:
+            plain = batch.select(
+                ["class_oid", "partition_oid", "table", "before", "after", "key"]
+            ).to_pylist()
+            # The representation ids in the images' first word (not the whole images).
+            heads = [
+                pc.binary_slice(batch.column(c), 0, 4).to_pylist()
+                for c in ("before_image", "after_image")
+            ]
+            for e, b, a in zip(plain, *heads):
+                typed.append(self._connect.event(e, (_repid(b), _repid(a))))
+            meta = events.select(
+                ["source", "op", "ts_ms", "ts_us", "ts_ns", "transaction"]
+            ).to_pylist()
+        schema, payload, key = [], [], []
+        for kind, i in plan:
+            if kind == "r":
+                status, txn, ms, count, collections = records[i]
+                body = {"status": status, "id": txn, "event_count": count}
+                body.update(data_collections=collections, ts_ms=ms)
+                schema.append(TXN_VALUE_SCHEMA)
+                payload.append(_compact(body))
+                key.append(_compact({"schema": TXN_KEY_SCHEMA, "payload": {"id": txn}}))
+                continue
+            value_schema, before, after, record_key = typed[i]
+            key.append(None if record_key is None else _compact(record_key))
+            if kind == "x":  # a tombstone: JsonConverter's null value
+                schema.append(None)
+                payload.append(None)
+                continue
+            schema.append(value_schema)
+            payload.append(_compact({"before": before, "after": after, **meta[i]}))
+        return pa.record_batch(
+            [pa.array(schema, pa.string()), pa.array(payload, pa.string()), pa.array(key)],
+            schema=self.schema(),
+        )
 
     def _events_batch(self, batch, total=(), per_table=()) -> pa.RecordBatch:
         """The change events of ``batch`` (None: no event) in the envelope's fields."""
-        schema = self.schema()
+        schema = self._fields()
         if batch is None:
             return pa.record_batch([pa.array([], f.type) for f in schema], schema=schema)
         n = batch.num_rows
@@ -322,7 +447,7 @@ class Debezium:
     ) -> pa.RecordBatch:
         """The output rows in ``plan`` order: each column is the events' column followed by
         the transaction records' values, and every row takes its own (or null)."""
-        schema = self.schema()
+        schema = self._fields()
         if len(plan) == n and not records:  # events only
             return events
         own: Dict[str, List[Optional[int]]] = {"value": [], "key": []}
@@ -335,9 +460,7 @@ class Debezium:
             "id": pa.array([r[1] for r in records], pa.string()),
             "event_count": pa.array([r[3] for r in records], pa.int64()),
             "data_collections": pa.array([r[4] for r in records], DATA_COLLECTIONS),
-            "key": pa.array(
-                [json.dumps({"id": r[1]}, separators=(",", ":")) for r in records], pa.string()
-            ),
+            "key": pa.array([_compact({"id": r[1]}) for r in records], pa.string()),
         }
         columns = []
         for f in schema:
