@@ -92,6 +92,9 @@ _JSON = {b"walcdc.json": b"true"}
 _OPS = ("insert", "update", "delete", "ddl")
 _LETTERS = pa.array(["c", "u", "d", "t"])
 _TRUNCATE = 4
+#: The columns of the plain stream the envelope reads (and the row images' first words).
+_READ = ("lsa", "commit_lsa", "commit_time", "time", "trid", "op", "ddl_type", "table")
+_READ += ("class_oid", "partition_oid", "before", "after", "key", "file", "user")
 
 SOURCE = pa.struct(
     [
@@ -258,13 +261,17 @@ class Debezium:
 
     @staticmethod
     def _events(batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The rows that are Debezium change events: DML and TRUNCATE."""
+        """The rows that are Debezium change events (DML and TRUNCATE), in the columns the
+        envelope reads: of the row images only their first word, the representation id."""
         op = pc.cast(batch.column("op"), pa.string())
         keep = pc.or_kleene(
             pc.is_in(op, pa.array(_OPS[:3])),
             pc.and_kleene(pc.equal(op, "ddl"), pc.equal(batch.column("ddl_type"), _TRUNCATE)),
         )
-        return batch.filter(pc.fill_null(keep, False))
+        columns = {name: batch.column(name) for name in _READ}
+        for image in ("before_image", "after_image"):
+            columns[image] = pc.binary_slice(batch.column(image), 0, 4)
+        return pa.RecordBatch.from_pydict(columns).filter(pc.fill_null(keep, False))
 
     @staticmethod
     def _txn_ids(batch: pa.RecordBatch) -> pa.Array:
@@ -294,8 +301,12 @@ class Debezium:
         output: ``(kind, i)`` with kind ``e`` (event i), ``x`` (tombstone after event i) or
         ``r`` (transaction record i)."""
         total, per_table, plan, records = [], [], [], []
-        ops = pc.cast(batch.column("op"), pa.string()).to_pylist()
-        ms = pc.multiply(self._commit_seconds(batch), 1000).to_pylist()
+        tombstones, transactions = self.options["tombstones"], self.options["transactions"]
+        n = batch.num_rows
+        ops = pc.cast(batch.column("op"), pa.string()).to_pylist() if tombstones else [None] * n
+        ms = [None] * n
+        if transactions:
+            ms = pc.multiply(self._commit_seconds(batch), 1000).to_pylist()
         for i, (t, name) in enumerate(
             zip(self._txn_ids(batch).to_pylist(), batch.column("table").to_pylist())
         ):
@@ -304,7 +315,7 @@ class Debezium:
                     plan.append(("r", len(records) - 1))
                 self._txn, self._txn_ms, self._total = t, ms[i], 0
                 self._per_table.clear()
-                if self.options["transactions"]:
+                if transactions:
                     records.append(("BEGIN", t, ms[i], None, None))
                     plan.append(("r", len(records) - 1))
             self._total += 1
@@ -312,7 +323,7 @@ class Debezium:
             total.append(self._total)
             per_table.append(self._per_table[name])
             plan.append(("e", i))
-            if ops[i] == "delete" and self.options["tombstones"]:
+            if ops[i] == "delete":
                 plan.append(("x", i))
         return total, per_table, plan, records
 
@@ -353,11 +364,7 @@ class Debezium:
             plain = batch.select(
                 ["class_oid", "partition_oid", "table", "before", "after", "key"]
             ).to_pylist()
-            # The representation ids in the images' first word (not the whole images).
-            heads = [
-                pc.binary_slice(batch.column(c), 0, 4).to_pylist()
-                for c in ("before_image", "after_image")
-            ]
+            heads = [batch.column(c).to_pylist() for c in ("before_image", "after_image")]
             for e, b, a in zip(plain, *heads):
                 typed.append(self._connect.event(e, (_repid(b), _repid(a))))
             meta = events.select(
