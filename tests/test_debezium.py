@@ -542,3 +542,19 @@ def test_rows_written_before_an_alter_read_as_cubrid_reads_them():
         if payload["op"] == "u" and "c" in names and payload["before"]["c"] == 1577836800000:
             old += 1
     assert events > 40 and old > 5
+
+
+def test_an_end_held_back_at_a_cursor_comes_with_the_resumed_stream():
+    """A cursor taken right after a transaction's last event, before its END (which waits for
+    the next transaction): the resumed stream gives that END first, counting every event."""
+    kw = dict(envelope="debezium", envelope_options=BOTH, tables="t_chg", batch_size=5)
+    stream = walcdc.read_changes(SAMPLE, **kw)
+    first = next(iter(stream)).to_pylist()
+    assert [r["status"] or r["op"] for r in first] == ["BEGIN", "c", "c", "c", "c"]
+    rest = walcdc.read_changes(SAMPLE, cursor=stream.cursor, **kw).read_all().to_pylist()
+    assert (rest[0]["status"], rest[0]["id"], rest[0]["event_count"]) == (
+        "END",
+        first[0]["id"],
+        4,
+    )
+    assert rest[1]["status"] == "BEGIN"
