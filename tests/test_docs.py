@@ -25,7 +25,7 @@ def test_docstring_examples(name):
     assert result.attempted > 0 and result.failed == 0
 
 
-@pytest.mark.parametrize("doc", ["typed.md"])
+@pytest.mark.parametrize("doc", ["typed.md", "debezium.md"])
 def test_documentation_examples(doc):
     path = Path(__file__).resolve().parent.parent / "docs" / doc
     result = doctest.testfile(str(path), module_relative=False)

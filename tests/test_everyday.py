@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -304,32 +305,47 @@ def test_parquet_metadata_and_the_summary(tmp_path, sample_all):
 
 
 def test_debezium_envelope(sample_all):
+    before_read = time.time_ns()
     rows = walcdc.read_changes(SAMPLE, envelope="debezium").read_all().to_pylist()
+    after_read = time.time_ns()
     letters = {"insert": "c", "update": "u", "delete": "d"}
     want = [
         e for e in sample_all if e["op"] in letters or (e["op"] == "ddl" and e["ddl_type"] == 4)
     ]
     assert len(rows) == len(want) and len(rows) > 100
-    order = defaultdict(int)
+    total, order = defaultdict(int), defaultdict(int)
     for d, e in zip(rows, want):
         assert d["op"] == letters.get(e["op"], "t")
         assert (d["before"], d["after"], d["key"]) == (e["before"], e["after"], e["key"])
         src = d["source"]
-        assert src["db"] == "breadth" and src["connector"] == "walcdc"
-        assert src["table"] == e["table"] and src["trid"] == e["trid"]
+        assert src["db"] == src["name"] == "breadth" and src["connector"] == "walcdc"
+        assert f"{src['schema']}.{src['table']}" == e["table"] and src["trid"] == e["trid"]
         assert src["lsa"] == L.format_lsa(e["lsa"])
         assert src["commit_lsa"] == L.format_lsa(e["commit_lsa"])
-        assert src["file"] == "breadth_lgat"
-        assert d["ts_ms"] == src["ts_ms"] == int(e["commit_time"].timestamp()) * 1000
+        assert json.loads(src["sequence"]) == [str(e["commit_lsa"]), str(e["lsa"])]
+        assert src["file"] == "breadth_lgat" and src["snapshot"] == "false"
+        # source: the commit time (whole seconds in the log); top level: when it was emitted.
+        commit_s = int(e["commit_time"].timestamp())
+        assert (src["ts_ms"], src["ts_us"], src["ts_ns"]) == (
+            commit_s * 1000,
+            commit_s * 1000_000,
+            commit_s * 1000_000_000,
+        )
+        assert before_read <= d["ts_ns"] <= after_read
+        assert d["ts_us"] == d["ts_ns"] // 1000 and d["ts_ms"] == d["ts_ns"] // 1000_000
+        # Positions among the envelope's events: the DDL rows of a transaction do not count.
         txn = f"{e['trid']}:{L.format_lsa(e['commit_lsa'])}"
+        total[txn] += 1
         order[(txn, e["table"])] += 1
         assert d["transaction"] == {
             "id": txn,
-            "total_order": e["txn_seq"] + 1,
+            "total_order": total[txn],
             "data_collection_order": order[(txn, e["table"])],
         }
     with pytest.raises(walcdc.InvalidArgumentError, match="envelope="):
         walcdc.read_changes(SAMPLE, envelope="maxwell")
+    with pytest.raises(walcdc.InvalidArgumentError, match="committed"):
+        walcdc.read_changes(SAMPLE, envelope="debezium", committed_only=False)
 
 
 def test_key_is_there_in_every_mode(sample_all):

@@ -10,7 +10,7 @@ import threading
 import time
 import warnings
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
@@ -149,7 +149,15 @@ def _stream_batches(native, convert=None) -> Iterator[pa.RecordBatch]:
     for b in native:
         batch = pa.record_batch(b)
         yield convert(batch) if convert is not None else batch
+    yield from _finish(convert)
     _warn_at_end(native)
+
+
+def _finish(convert) -> Iterator[pa.RecordBatch]:
+    """What a transform still holds when no more events come (an envelope's END record)."""
+    tail = convert.finish() if hasattr(convert, "finish") else None
+    if tail is not None and tail.num_rows:
+        yield tail
 
 
 #: How long a followed log may stay unreadable (a snapshot failing to open) before the error
@@ -180,6 +188,8 @@ def _follow_batches(
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
             yield convert(batch) if convert is not None else batch
+        # A poll gives whole transactions: the last one is over.
+        yield from _finish(convert)
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
             if failure is not None:
                 raise failure  # the log was unreadable until the end: say so
@@ -416,6 +426,7 @@ def read_changes(
     mode: str = "full",
     keys: str = "name_then",
     envelope: Optional[str] = None,
+    envelope_options: Optional[Dict[str, Any]] = None,
     schema=None,
     cursor: Union[Cursor, str, os.PathLike[str], None] = None,
     on_error: str = "raise",
@@ -456,10 +467,14 @@ def read_changes(
     ``keys``: the keys of ``before``/``after`` JSON: ``"name_then"`` (the column names in force
     when the change happened), ``"name_now"`` (the names at the end of the log: a consumer
     sees one name per column across RENAME COLUMN) or ``"id"`` (attribute ids, as in
-    :meth:`LogSet.schemas`). ``envelope="debezium"``: events in Debezium's shape (see
-    :mod:`walcdc.envelope`). ``schema``: schemas of tables created before the log window (a
-    JSON file or dict, format in :mod:`walcdc.schemas`); the log's own class records take
-    precedence. Passwords in DDL statements are replaced by ``***`` unless ``redact=False``.
+    :meth:`LogSet.schemas`). ``envelope="debezium"``: events in Debezium's shape, of the
+    committed stream; ``envelope_options`` adds Debezium's optional records
+    (``{"tombstones": True, "transactions": True}``) or gives Kafka Connect's JSON form with
+    typed values (``{"schemas": True, "decimal_handling": "precise"}``; see
+    :mod:`walcdc.envelope`).
+    ``schema``: schemas of tables created before the log window (a JSON file or dict, format
+    in :mod:`walcdc.schemas`); the log's own class records take precedence. Passwords in DDL
+    statements are replaced by ``***`` unless ``redact=False``.
 
     ``state``: a :meth:`ChangeStream.state` to go on from, reading nothing before it.
 
@@ -483,6 +498,16 @@ def read_changes(
         log = source if isinstance(source, LogSet) else open_log(source)
     if envelope is not None:
         choice("envelope", envelope, ENVELOPES)
+        if not committed_only:
+            # Debezium's events are committed changes in commit order, with a transaction's
+            # position; the engine's stream interleaves open transactions.
+            raise argument_error("envelope", "{} needs the committed stream (committed_only=True)")
+    if envelope_options is not None:
+        from walcdc.envelope import envelope_options as check_options
+
+        if envelope is None:
+            raise argument_error("envelope_options", '{} needs envelope="debezium"')
+        envelope_options = check_options(envelope_options)
     options = dict(
         start=start,
         end=end,
@@ -509,7 +534,13 @@ def read_changes(
             paths=log._paths, poll_interval=float(poll_interval), idle_timeout=idle_timeout
         )
     return _open_stream(
-        log, options, batch_size=batch_size, state=state, envelope=envelope, follow=follow_args
+        log,
+        options,
+        batch_size=batch_size,
+        state=state,
+        envelope=envelope,
+        envelope_options=envelope_options,
+        follow=follow_args,
     )
 
 
@@ -547,6 +578,7 @@ def _open_stream(
     batch_size: int,
     state=None,
     envelope: Optional[str] = None,
+    envelope_options: Optional[Dict[str, Any]] = None,
     columns=None,
     by_table: bool = False,
     follow: Optional[Dict[str, Any]] = None,
@@ -583,8 +615,37 @@ def _open_stream(
     if envelope == "debezium":
         from walcdc.envelope import Debezium
 
-        transform = Debezium(info["database"])
+        columns = None
+        if (envelope_options or {}).get("schemas"):
+            from walcdc.connect import TableColumns
+
+            cursor = _cursor(options)
+            since = cursor.catalog if cursor is not None else None
+            columns = TableColumns(log, options["keys"], since, follow=follow is not None)
+        transform = Debezium(info["database"], envelope_options, columns)
+        transform.prime(_transaction_head(log, options, batch_size))
     return ChangeStream(native, transform, info, follow=follow)
+
+
+def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:
+    cursor = options["cursor"]
+    return Cursor.load(cursor) if cursor is not None and not isinstance(cursor, Cursor) else cursor
+
+
+def _transaction_head(log: LogSet, options: Dict[str, Any], batch_size: int):
+    """The events a stream resumed inside a transaction skips (the cursor's ``txn_offset``
+    first events of that transaction), read again without images, so that an envelope counts
+    the transaction's events on from there."""
+    cursor = _cursor(options)
+    if cursor is None or not cursor.txn_offset:
+        return
+    head = {**options, "cursor": replace(cursor, txn_offset=0), "mode": "id"}
+    left = cursor.txn_offset
+    for batch in _open_stream(log, head, batch_size=min(batch_size, left)):
+        yield batch.slice(0, left)
+        left -= batch.num_rows
+        if left <= 0:
+            return
 
 
 def _native_options(

@@ -398,6 +398,31 @@ def schema(paths, sample, show_all, as_json) -> None:
 @click.option(
     "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
 )
+@click.option(
+    "--debezium-tombstones",
+    "tombstones",
+    is_flag=True,
+    help="With --envelope debezium: a tombstone (the key, a null value) after each delete.",
+)
+@click.option(
+    "--debezium-transactions",
+    "transactions",
+    is_flag=True,
+    help="With --envelope debezium: BEGIN and END records around each transaction's events.",
+)
+@click.option(
+    "--debezium-schemas",
+    "schemas",
+    is_flag=True,
+    help="With --envelope debezium: Kafka Connect's JSON form (schema and payload), typed values.",
+)
+@click.option(
+    "--debezium-decimals",
+    "decimals",
+    type=click.Choice(["precise", "string", "double"]),
+    help="With --debezium-schemas: NUMERIC and MONETARY as Kafka Connect Decimal (precise, the "
+    "default), string or double.",
+)
 @click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
 @click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
 @click.option(
@@ -435,6 +460,10 @@ def extract(
     mode,
     keys,
     envelope,
+    tombstones,
+    transactions,
+    schemas,
+    decimals,
     schema_file,
     no_redact,
     by_table,
@@ -456,6 +485,12 @@ def extract(
     from walcdc.changes import Cursor
     from walcdc.sinks import resolve_target, write_stream
 
+    envelope_options = None
+    if tombstones or transactions or schemas or decimals:
+        if envelope != "debezium":
+            raise click.UsageError("--debezium-* options need --envelope debezium")
+        envelope_options = dict(tombstones=tombstones, transactions=transactions, schemas=schemas)
+        envelope_options["decimal_handling"] = decimals or "precise"
     log = _open(_paths(paths, sample))
     if by_table:
         refused = [
@@ -502,7 +537,12 @@ def extract(
         _extract_by_table(log, output, cursor_file, progress, **options)
         return
     stream = walcdc.read_changes(
-        log, committed_only=not engine, keys=keys, envelope=envelope, **options
+        log,
+        committed_only=not engine,
+        keys=keys,
+        envelope=envelope,
+        envelope_options=envelope_options,
+        **options,
     )
     info = log.header()
     with _Progress(info, progress, "extracting") as bar:

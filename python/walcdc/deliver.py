@@ -464,7 +464,7 @@ def _event_time(batch: pa.RecordBatch, i: int) -> Optional[float]:
     if "commit_time" in batch.schema.names:
         t = row.column("commit_time")[0].as_py()
         return t.timestamp() if t is not None else None
-    ms = row.column("ts_ms")[0].as_py()
+    ms = row.column("source")[0].as_py()["ts_ms"]  # a Debezium envelope's commit time
     return ms / 1000 if ms is not None else None
 
 

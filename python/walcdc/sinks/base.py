@@ -166,8 +166,10 @@ def _positions(batch: pa.RecordBatch, committed: bool) -> Tuple[Optional[int], O
         if len(values) == 0:
             return None, None
         return values[0].as_py(), values[-1].as_py()
-    if "source" in names:  # Debezium: LSAs as text in source
-        src = batch.column("source")
+    if "source" in names or "payload" in names:  # Debezium: LSAs as text in source
+        from walcdc.envelope import record_fields
+
+        src = record_fields(batch).column("source")
         col = pc.struct_field(src, "commit_lsa" if committed else "lsa").drop_null()
         if len(col) == 0:
             return None, None
@@ -177,15 +179,18 @@ def _positions(batch: pa.RecordBatch, committed: bool) -> Tuple[Optional[int], O
 
 def _count(batch: pa.RecordBatch, summary: Counter) -> None:
     names = batch.schema.names
-    if batch.num_rows == 0 or "op" not in names:
+    if batch.num_rows == 0 or not {"op", "payload"} & set(names):
         return
+    op = batch.column("op") if "op" in names else None
     if "table" in names:
         table = batch.column("table")
-    elif "source" in names:
-        table = pc.struct_field(batch.column("source"), "table")
+    elif "source" in names or "payload" in names:  # Debezium
+        from walcdc.envelope import summary_columns
+
+        table, op = summary_columns(batch)
     else:
         table = pa.nulls(batch.num_rows, pa.string())
-    t = pa.table({"table": table, "op": pc.cast(batch.column("op"), pa.string())})
+    t = pa.table({"table": table, "op": pc.cast(op, pa.string())})
     grouped = t.group_by(["table", "op"]).aggregate([("op", "count")])
     for tab, op, n in zip(
         grouped.column("table").to_pylist(),
