@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -272,6 +273,37 @@ def test_failed_runs_leave_no_temporary_files(tmp_path):
     assert exc.value.file == "breadth_lgat" and L.split(exc.value.lsa)[0] == 433
     with pytest.raises(walcdc.CorruptRecordError, match="log page 433"):
         walcdc.open_log(logdir).records().read_all()
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    # Outputs get the permissions any new file gets (0666 less the umask), like any tool's
+    # output; a file replaced with --overwrite is a new file and gets them too.
+    def mode(p):
+        return stat.S_IMODE(os.stat(p).st_mode)
+
+    old = os.umask(0o027)
+    try:
+        r = cli("extract", "--sample", "-o", tmp_path / "x.parquet", "--cursor", tmp_path / "c")
+        assert r.exit_code == 0, r.output
+        assert mode(tmp_path / "x.parquet") == 0o640 and mode(tmp_path / "c") == 0o640
+        replaced = tmp_path / "y.jsonl"
+        replaced.write_text("")
+        replaced.chmod(0o644)
+        r = cli("extract", "--sample", "-o", replaced, "--overwrite")
+        assert r.exit_code == 0, r.output
+        assert mode(replaced) == 0o640
+        parts = tmp_path / "parts"
+        parts.mkdir()
+        r = cli("extract", "--sample", "-o", parts, "--format", "arrow")
+        assert r.exit_code == 0, r.output
+        (part,) = parts.iterdir()
+        assert mode(part) == 0o640
+        r = cli("extract", "--sample", "--by-table", "-o", tmp_path / "tables", "--tables", "t_chg")
+        assert r.exit_code == 0, r.output
+        written = [p for p in (tmp_path / "tables").rglob("*") if p.is_file()]
+        assert written and all(mode(p) == 0o640 for p in written)
+    finally:
+        os.umask(old)
 
 
 def test_parquet_metadata_and_the_summary(tmp_path, sample_all):
