@@ -47,12 +47,12 @@ def run_cli(*args, **kw):
 
 
 def assert_one_line_error(r, status):
-    """A failed CLI run: the given status, one ``walcdc: error:`` line, no traceback."""
+    """A failed CLI run: the given status, one ``walcdc: error:`` line (and maybe notes), no
+    traceback, no usage text."""
     assert r.exit_code == status, (r.exit_code, r.output)
-    assert "Traceback" not in r.output
-    # Ours, or click's own for a flag it checks (a usage line, then the error).
-    lines = [x for x in r.stderr.splitlines() if x.startswith(("walcdc: error:", "Error:"))]
-    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.output and "Usage:" not in r.output
+    lines = [x for x in r.stderr.splitlines() if not x.startswith("walcdc: note:")]
+    assert len(lines) == 1 and lines[0].startswith("walcdc: error:"), r.stderr
     assert r.exception is None or isinstance(r.exception, SystemExit)
     return lines[0]
 
@@ -451,6 +451,17 @@ def test_cursor_files_missing_or_corrupt(tmp_path):
         (["extract", "--sample", "-o", "{tmp}/x.unknown"], 4),
         (["extract", "{nolog}", "-o", "{tmp}/x.parquet"], 3),
         (["schema", "{nolog}"], 3),
+        # Arguments click checks: one line too, not click's usage text.
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--mode", "everything"], 2),
+        (["extract", "--sample", "-o", "{tmp}/x.parquet", "--no-such-flag"], 2),
+        (["extract", "--sample"], 2),
+        (["extract", "-o", "{tmp}/x.parquet"], 2),
+        (["extrct", "--sample"], 2),
+        # A log path that does not exist is a file that cannot be read.
+        (["extract", "{tmp}/nonexistent", "-o", "-"], 4),
+        (["inspect", "{tmp}/nonexistent"], 4),
+        (["schema", "{tmp}/nonexistent"], 4),
+        (["schema", "--sample", "{tmp}/nonexistent"], 2),
     ],
 )
 def test_cli_bad_input_matrix(tmp_path, args, status):
@@ -460,6 +471,18 @@ def test_cli_bad_input_matrix(tmp_path, args, status):
     assert_one_line_error(cli(*args), status)
     r = cli("--debug", *args)  # --debug: the exception itself
     assert r.exit_code != 0 and r.exception is not None
+
+
+def test_from_and_an_existing_cursor_exclude_each_other(tmp_path):
+    cursor = tmp_path / "c.json"
+    r = cli("extract", "--sample", "-o", tmp_path / "a.parquet", "--cursor", cursor)
+    assert r.exit_code == 0, r.output
+    r = cli(
+        "extract", "--sample", "-o", tmp_path / "b.parquet", "--cursor", cursor, "--from", "1|0"
+    )
+    line = assert_one_line_error(r, 2)
+    assert "--from" in line and "--cursor" in line
+    assert not (tmp_path / "b.parquet").exists()
 
 
 def test_cli_directory_as_output_is_a_parts_directory(tmp_path, sample_all):

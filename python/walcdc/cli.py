@@ -6,8 +6,9 @@ end of the log (``--stats``: per-record-type counts and bytes, like ``pg_waldump
 directory of parts, or stdout); ``walcdc schema PATH`` prints the tables the log defines.
 
 Errors are one line on stderr and an exit status (README, "Command line"): 2 for a wrong
-argument, 3 for a log that cannot be read as asked, 4 for a file that cannot be read or
-written, 70 for an internal error; ``--debug`` shows the traceback instead.
+argument (click's own checks included), 3 for a log that cannot be read as asked, 4 for a file
+that cannot be read or written (a log path that does not exist too), 70 for an internal error;
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ def _fmt(key: Optional[int]) -> str:
 
 def _paths(paths, sample) -> List[str]:
     if sample:
+        if paths:
+            raise click.UsageError("give log paths or --sample, not both")
         return [str(walcdc.samples.sample_path())]
     if not paths:
         raise click.UsageError("give a log directory or volume files, or --sample")
@@ -116,7 +119,27 @@ def _open(paths: List[str]):
     return walcdc.open_log(paths if len(paths) > 1 else paths[0])
 
 
-@click.group()
+class _Main(click.Group):
+    """The ``walcdc`` group: click's own errors (a bad option value, a missing argument) are
+    one ``walcdc: error:`` line and exit status 2 too, not click's usage text."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                exc.show()  # plain "walcdc": the help, as click shows it
+                sys.exit(EXIT_USAGE)
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            _fail(exc.format_message() + hint, EXIT_USAGE)
+        # click returns the command's value, or the status of an Exit (--help, --version).
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+@click.group(cls=_Main)
 @click.version_option(walcdc.__version__, prog_name="walcdc")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 def main(debug) -> None:
@@ -136,7 +159,7 @@ _progress = click.option(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
 @click.option("--from", "start", help="First record: LSA (pageid|offset) or ISO time.")
@@ -288,7 +311,7 @@ def _json_domain(c):
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="The small real log shipped with walcdc.")
 @click.option(
     "--all", "show_all", is_flag=True, help="Also system classes and old representations."
@@ -335,7 +358,7 @@ def schema(paths, sample, show_all, as_json) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "-o",
     "--output",
@@ -531,7 +554,7 @@ def extract(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "-o",
     "--output",
