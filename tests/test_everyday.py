@@ -485,6 +485,53 @@ def test_from_and_an_existing_cursor_exclude_each_other(tmp_path):
     assert not (tmp_path / "b.parquet").exists()
 
 
+def test_the_package_loads_its_names_on_first_use():
+    loaded = "[m for m in ('pyarrow', 'walcdc._native') if m in sys.modules]"
+    code = f"import sys, walcdc; print({loaded})"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
+    for name in walcdc.__all__:
+        assert getattr(walcdc, name) is not None, name
+    assert set(walcdc.__all__) <= set(dir(walcdc))
+
+
+# The console script, with a Ctrl-C delivered as the module named in argv[1] is imported.
+INTERRUPT_AT_IMPORT = """
+import os, signal, sys
+at = sys.argv.pop(1)
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == at:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+from walcdc.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "walcdc._native",  # while walcdc.cli loads
+        "pyarrow",
+        "click",
+        "walcdc.samples",  # in the command, before the log is open
+        "walcdc.sinks",  # in the command, the log open
+    ],
+)
+def test_an_early_ctrl_c_is_one_line_and_130(tmp_path, module):
+    r = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_AT_IMPORT, module, "extract", "--sample", "-o", "-"],
+        capture_output=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert (r.returncode, r.stderr.decode()) == (130, "walcdc: interrupted\n")
+
+
 def test_cli_directory_as_output_is_a_parts_directory(tmp_path, sample_all):
     r = cli("extract", "--sample", "-o", tmp_path)
     assert r.exit_code == 0, r.output

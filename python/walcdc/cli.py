@@ -13,28 +13,36 @@ that cannot be read or written (a log path that does not exist too), 70 for an i
 
 from __future__ import annotations
 
-import base64
-import functools
-import json
-import os
 import sys
-import threading
-import warnings
-from collections import defaultdict
-from typing import Dict, List, Optional
 
-import click
-import pyarrow as pa
-import pyarrow.compute as pc
+try:
+    import base64
+    import functools
+    import json
+    import os
+    import threading
+    import warnings
+    from collections import defaultdict
+    from typing import Dict, List, Optional
 
-import walcdc
-from walcdc import lsa as L
-from walcdc.errors import (
-    InvalidArgumentError,
-    LogError,
-    LogIOError,
-    OutputError,
-)
+    import click
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import walcdc
+    import walcdc._native  # noqa: F401 - the slowest import: under this guard
+    from walcdc import lsa as L
+    from walcdc.errors import (
+        InvalidArgumentError,
+        LogError,
+        LogIOError,
+        OutputError,
+    )
+except KeyboardInterrupt:
+    # Ctrl-C while the modules load (most of a short run's first second): as later on, one
+    # line and status 130 (EXIT_INTERRUPTED), no traceback.
+    sys.stderr.write("walcdc: interrupted\n")
+    sys.exit(130)
 
 #: Exit statuses.
 EXIT_USAGE = 2
@@ -53,7 +61,11 @@ def _exit_status(exc: LogError) -> int:
 
 
 def _fail(text: str, status: int):
-    click.echo(f"walcdc: error: {text}", err=True)
+    _stop(f"error: {text}", status)
+
+
+def _stop(text: str, status: int):
+    click.echo(f"walcdc: {text}", err=True)
     sys.exit(status)
 
 
@@ -81,7 +93,7 @@ def _command(fn):
             except KeyboardInterrupt:
                 if debug:
                     raise
-                _fail("interrupted", EXIT_INTERRUPTED)
+                _stop("interrupted", EXIT_INTERRUPTED)
             except (click.ClickException, click.exceptions.Exit, SystemExit):
                 raise
             except Exception as exc:  # a defect: say so in one line
@@ -121,7 +133,8 @@ def _open(paths: List[str]):
 
 class _Main(click.Group):
     """The ``walcdc`` group: click's own errors (a bad option value, a missing argument) are
-    one ``walcdc: error:`` line and exit status 2 too, not click's usage text."""
+    one ``walcdc: error:`` line and exit status 2 too, not click's usage text; an interrupt
+    anywhere is ``walcdc: interrupted`` and 130."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -135,6 +148,9 @@ class _Main(click.Group):
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             _fail(exc.format_message() + hint, EXIT_USAGE)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # Ctrl-C outside a command's body (while click reads the arguments).
+            _stop("interrupted", EXIT_INTERRUPTED)
         # click returns the command's value, or the status of an Exit (--help, --version).
         sys.exit(status if isinstance(status, int) else 0)
 
