@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -530,6 +531,32 @@ def test_an_early_ctrl_c_is_one_line_and_130(tmp_path, module):
         cwd=tmp_path,
     )
     assert (r.returncode, r.stderr.decode()) == (130, "walcdc: interrupted\n")
+
+
+@pytest.mark.parametrize("output", ["out/", "out/x.parquet", "out/x.jsonl", "--by-table"])
+def test_sigterm_removes_the_temporary_output(tmp_path, output):
+    out = tmp_path / "out"
+    out.mkdir()
+    target = ["--by-table", "-o", "out/t"] if output == "--by-table" else ["-o", output]
+    args = ["extract", fixture_dir("p4k"), *target, "--cursor", "c.json"]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "walcdc.cli", *map(str, args)],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.rglob(".walcdc-*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert p.poll() is None, "the run ended before it could be terminated"
+        p.terminate()
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert (p.returncode, err.decode()) == (143, "walcdc: terminated\n")
+    assert not [f for f in out.rglob("*") if f.is_file()]
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_cli_directory_as_output_is_a_parts_directory(tmp_path, sample_all):

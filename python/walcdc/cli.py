@@ -20,6 +20,7 @@ try:
     import functools
     import json
     import os
+    import signal
     import threading
     import warnings
     from collections import defaultdict
@@ -50,6 +51,17 @@ EXIT_LOG = 3
 EXIT_IO = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is, so that every ``finally`` runs (temporary files
+    are removed, the cursor stays where it was) before the exit."""
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up
+    raise _Terminated()
 
 
 def _exit_status(exc: LogError) -> int:
@@ -134,13 +146,21 @@ def _open(paths: List[str]):
 class _Main(click.Group):
     """The ``walcdc`` group: click's own errors (a bad option value, a missing argument) are
     one ``walcdc: error:`` line and exit status 2 too, not click's usage text; an interrupt
-    anywhere is ``walcdc: interrupted`` and 130."""
+    anywhere is ``walcdc: interrupted`` and 130; SIGTERM ends the run as an error does (the
+    temporary output removed) with ``walcdc: terminated`` and 143 (commands that stop
+    cleanly on SIGTERM, such as ``follow``, install their own handler)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
+            previous = signal.signal(signal.SIGTERM, _terminate)
+        except ValueError:  # not the main thread: signals stay as they are
+            previous = None
+        try:
             status = super().main(args, prog_name, complete_var, False, **extra)
+        except _Terminated:
+            _stop("terminated", EXIT_TERMINATED)
         except click.ClickException as exc:
             if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
                 exc.show()  # plain "walcdc": the help, as click shows it
@@ -151,6 +171,9 @@ class _Main(click.Group):
         except (KeyboardInterrupt, click.exceptions.Abort):
             # Ctrl-C outside a command's body (while click reads the arguments).
             _stop("interrupted", EXIT_INTERRUPTED)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         # click returns the command's value, or the status of an Exit (--help, --version).
         sys.exit(status if isinstance(status, int) else 0)
 
