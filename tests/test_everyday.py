@@ -38,9 +38,10 @@ def cli(*args):
 
 def run_cli(*args, **kw):
     """The CLI in its own process (for stdout and /dev/stdout, which CliRunner replaces)."""
+    kw.setdefault("stdout", subprocess.PIPE)
     return subprocess.run(
         [sys.executable, "-m", "walcdc.cli", *map(str, args)],
-        capture_output=True,
+        stderr=subprocess.PIPE,
         timeout=300,
         check=False,
         **kw,
@@ -231,6 +232,35 @@ def test_stdout_and_devices_are_written_through(tmp_path, sample_all):
     reader.join(timeout=60)
     assert r.exit_code == 0, r.output
     assert fifo.is_fifo() and len(got[0].decode().splitlines()) == len(sample_all)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["schema", "--sample"],
+        ["schema", "--sample", "--json"],
+        ["inspect", "--sample", "--stats"],
+        ["extract", "--sample", "-o", "-"],
+        ["extract", "--sample", "-o", "-", "--format", "parquet"],
+        ["extract", "--sample", "-o", "-", "--format", "arrow"],
+        ["extract", "--sample", "-o", "/dev/stdout", "--format", "jsonl"],
+        ["follow", SAMPLE, "--idle-timeout", "0"],
+        ["--help"],
+        ["--version"],
+        ["extract", "--help"],
+    ],
+)
+def test_a_closed_stdout_ends_the_command_quietly(tmp_path, args):
+    # As in "walcdc schema --sample | head -1": the reader is gone before the output ends.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = run_cli(*args, stdout=write_end, cwd=tmp_path)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 141, r.stderr
+    assert "Broken pipe" not in r.stderr.decode() and "Traceback" not in r.stderr.decode()
+    assert "error" not in r.stderr.decode()
 
 
 def test_a_symlink_stays_a_symlink(tmp_path, sample_all):

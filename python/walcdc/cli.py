@@ -52,6 +52,7 @@ EXIT_IO = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool ended by a closed pipe
 
 
 class _Terminated(BaseException):
@@ -81,6 +82,17 @@ def _stop(text: str, status: int):
     sys.exit(status)
 
 
+def _closed_stdout():
+    """The reader of stdout went away (``walcdc schema | head -1``): end quietly, as other
+    tools do, with 141 (the output was cut short: no cursor was saved)."""
+    try:
+        # Python flushes stdout at exit: that flush must find somewhere to write.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no descriptor (tests)
+        pass
+    sys.exit(EXIT_CLOSED_PIPE)
+
+
 def _command(fn):
     """Runs a command body: errors become one line and an exit status (``--debug``: the
     traceback); warnings become notes."""
@@ -97,6 +109,8 @@ def _command(fn):
                 if debug:
                     raise
                 _fail(exc.cli_text(), _exit_status(exc))
+            except BrokenPipeError:
+                _closed_stdout()
             except OSError as exc:
                 if debug:
                     raise
@@ -176,6 +190,20 @@ class _Main(click.Group):
                 signal.signal(signal.SIGTERM, previous)
         # click returns the command's value, or the status of an Exit (--help, --version).
         sys.exit(status if isinstance(status, int) else 0)
+
+    # A closed stdout before click's own handling of it (status 1): --help and --version
+    # write while the context is made, a command's --help while the group invokes it.
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _closed_stdout()
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _closed_stdout()
 
 
 @click.group(cls=_Main)
