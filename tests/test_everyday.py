@@ -454,6 +454,29 @@ def test_iso_times_are_positions(p4k, p4k_all):
     assert 0 < by_iso.num_rows < len(p4k_all)
 
 
+def test_cli_positions_take_the_forms_of_the_api(sample_all):
+    # As read_changes takes them: an int is the u64 LSA, a float epoch seconds; so on the
+    # command line a plain integer is the u64 LSA and a number with a point is epoch seconds.
+    mid = sample_all[len(sample_all) // 2]
+    lsa, when = mid["commit_lsa"], mid["commit_time"]
+
+    def lsas(*args):
+        r = cli("extract", "--sample", "-o", "-", "--format", "jsonl", *args)
+        assert r.exit_code == 0, r.output
+        return [json.loads(x)["lsa"] for x in r.stdout.splitlines()]
+
+    by_text = lsas("--to", L.format_lsa(lsa))
+    assert 0 < len(by_text) < len(sample_all)
+    assert lsas("--to", str(lsa)) == by_text
+    api = walcdc.read_changes(SAMPLE, start=when.timestamp()).read_all().column("lsa")
+    assert lsas("--from", f"{when.timestamp():.1f}") == api.to_pylist()
+    assert lsas("--from", when.isoformat()) == api.to_pylist()
+    r = cli("inspect", "--sample", "--from", str(sample_all[0]["lsa"]), "--to", str(lsa))
+    assert r.exit_code == 0 and f"first {L.format_lsa(sample_all[0]['lsa'])}" in r.stdout
+    for bad in ("-5", str(1 << 64), "12.5.1"):
+        assert "--from" in assert_one_line_error(cli("inspect", "--sample", "--from", bad), 2)
+
+
 def test_cursor_files_missing_or_corrupt(tmp_path):
     with pytest.raises(walcdc.LogIOError, match="cursor"):
         walcdc.read_changes(SAMPLE, cursor=tmp_path / "missing.json")

@@ -20,6 +20,7 @@ try:
     import functools
     import json
     import os
+    import re
     import signal
     import threading
     import warnings
@@ -139,6 +140,26 @@ def _command(fn):
     return run
 
 
+class _Position(click.ParamType):
+    """``--from`` / ``--to``: the positions ``read_changes(start=...)`` takes, written as text.
+    ``pageid|offset`` and ISO 8601 times are passed as they are; as the API takes an ``int``
+    for the order-preserving u64 LSA and a ``float`` for epoch seconds, a plain integer is the
+    u64 LSA and a number with a decimal point (``1732339321.0``) is epoch seconds."""
+
+    name = "LSA|TIME"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str):
+            if re.fullmatch(r"[0-9]+", value.strip()):
+                return int(value)
+            if re.fullmatch(r"[0-9]+\.[0-9]*", value.strip()):
+                return float(value)
+        return value
+
+
+_POSITION = _Position()
+
+
 def _fmt(key: Optional[int]) -> str:
     return L.format_lsa(key) if key is not None else "-"
 
@@ -229,8 +250,10 @@ _progress = click.option(
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
-@click.option("--from", "start", help="First record: LSA (pageid|offset) or ISO time.")
-@click.option("--to", "end", help="Stop before this LSA or time.")
+@click.option(
+    "--from", "start", type=_POSITION, help="First record: LSA (pageid|offset) or time."
+)
+@click.option("--to", "end", type=_POSITION, help="Stop before this LSA or time.")
 @_on_encrypted
 @_progress
 @_command
@@ -460,8 +483,8 @@ def schema(paths, sample, show_all, as_json) -> None:
     multiple=True,
     help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
 )
-@click.option("--from", "start", help="Start: LSA (pageid|offset) or ISO time.")
-@click.option("--to", "end", help="End: LSA or ISO time.")
+@click.option("--from", "start", type=_POSITION, help="Start: LSA (pageid|offset) or time.")
+@click.option("--to", "end", type=_POSITION, help="End: LSA or time.")
 @click.option(
     "--cursor",
     "cursor_file",
