@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -151,6 +152,29 @@ def test_cli_tables_and_ops_take_comma_lists(tmp_path, sample_all):
     assert [g["lsa"] for g in got] == [e["lsa"] for e in want] and len(want) > 20
     r = cli("extract", "--sample", "-o", "-", "--ops", "insert,upsert")
     assert "upsert" in assert_one_line_error(r, 2)
+
+
+def test_a_user_filter_that_names_no_user_of_the_log_is_warned_about(tmp_path):
+    assert walcdc.open_log(SAMPLE).users() == ["BREADTH_USER", "DBA"]
+    with pytest.warns(walcdc.UsersNotInLog, match="'nobody'.*BREADTH_USER, DBA"):
+        assert walcdc.read_changes(SAMPLE, users="nobody").read_all().num_rows == 0
+    with pytest.warns(walcdc.UsersNotInLog, match="'nobody'") as seen:
+        rows = walcdc.read_changes(SAMPLE, users="dba,nobody").read_all()
+    assert rows.num_rows > 0 and "dba" not in str(seen[0].message)
+    with pytest.warns(walcdc.UsersNotInLog, match="'nobody'"):
+        list(walcdc.read_changes_by_table(SAMPLE, users="nobody"))
+    with pytest.warns(walcdc.UsersNotInLog, match="'nobody'"):
+        walcdc.read_table_changes(SAMPLE, "t_ko", users="nobody").read_all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # Users of the log (in any case), with or without events here: no warning.
+        assert walcdc.read_changes(SAMPLE, users="Breadth_User").read_all().num_rows > 0
+        none = walcdc.read_changes(SAMPLE, users="breadth_user", tables="t_chg").read_all()
+        assert none.num_rows == 0
+    r = cli("extract", "--sample", "-o", tmp_path / "x.jsonl", "--users", "nobody")
+    assert r.exit_code == 0, r.output
+    notes = [x for x in r.stderr.splitlines() if x.startswith("walcdc: note:")]
+    assert len(notes) == 1 and "'nobody'" in notes[0] and "DBA" in notes[0]
 
 
 # --- 2. Outputs -----------------------------------------------------------------------------

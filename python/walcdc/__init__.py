@@ -28,6 +28,7 @@ _EXPORTS = {
     "RecordsBeyondEndSkipped": "walcdc.logset",
     "UnfinishedTransactionDropped": "walcdc.logset",
     "UnplacedRecordsSkipped": "walcdc.logset",
+    "UsersNotInLog": "walcdc.logset",
     "open_log": "walcdc.logset",
     "read_changes_by_table": "walcdc.table_changes",
     "read_table_changes": "walcdc.table_changes",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
         RecordsBeyondEndSkipped,
         UnfinishedTransactionDropped,
         UnplacedRecordsSkipped,
+        UsersNotInLog,
         open_log,
     )
     from walcdc.table_changes import read_changes_by_table, read_table_changes
@@ -117,6 +119,7 @@ __all__ = [
     "UnfinishedTransactionDropped",
     "UnplacedRecordsSkipped",
     "RecordsBeyondEndSkipped",
+    "UsersNotInLog",
     "LogError",
     "LogIOError",
     "BadHeaderError",
