@@ -387,6 +387,26 @@ def test_parquet_metadata_and_the_summary(tmp_path, sample_all):
         assert table_lines[table][header_ops.index(op)] == f"{n:,}"
 
 
+def test_follow_reads_with_the_options_of_extract(tmp_path, sample_all):
+    params = {c: {p.name: p for p in main.commands[c].params} for c in ("extract", "follow")}
+    for name in ["tables", "exclude_tables", "users", "ops", "schema_file", "no_redact"]:
+        assert name in params["follow"], name
+    for name in ["include_ddl", "start", "end", "mode", "keys", "envelope"]:
+        # One declaration (the same type object), not two copies that may drift apart.
+        assert params["follow"][name].type is params["extract"][name].type, name
+    first, mid = sample_all[0]["lsa"], sample_all[len(sample_all) // 2]["commit_lsa"]
+    args = ["--tables", "t_chg,t_ko", "--include-ddl", "all", "--mode", "after"]
+    args += ["--keys", "id", "--no-redact", "--from", L.format_lsa(first), "--to", str(mid)]
+    r = cli("extract", "--sample", "-o", tmp_path / "x.jsonl", *args)
+    assert r.exit_code == 0, r.output
+    # --to ends a follow once the log reaches it.
+    r = cli("follow", SAMPLE, "-o", tmp_path / "y.jsonl", *args)
+    assert r.exit_code == 0, r.output
+    extracted = (tmp_path / "x.jsonl").read_text()
+    assert (tmp_path / "y.jsonl").read_text() == extracted
+    assert '"before":null' in extracted.replace(" ", "") and 5 < len(extracted.splitlines())
+
+
 # --- 3. Envelopes, keys and OIDs ------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from walcdc.logset import LogSet, open_log
 from walcdc.options import (
     DDL_SCOPES,
     KEYS,
+    MODES,
     OPS,
     TableIndex,
     _class_oid,
@@ -216,8 +217,8 @@ def _follow_batches(
 ) -> Iterator[pa.RecordBatch]:
     """A followed log's batches: what is written, then, every ``poll_interval`` seconds, what
     was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
-    came for ``idle_timeout`` seconds. The last batch of a poll is flushed at once, so an
-    event waits for no batch to fill."""
+    came for ``idle_timeout`` seconds, or the stream's ``end`` is reached. The last batch of a
+    poll is flushed at once, so an event waits for no batch to fill."""
     from walcdc import _native
 
     quiet_since = time.monotonic()
@@ -228,6 +229,8 @@ def _follow_batches(
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
             yield convert(batch) if convert is not None else batch
+        if native.end_reason() == "requested_end":
+            break  # the stream's end= is reached: nothing after it is read
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
             if failure is not None:
                 raise failure  # the log was unreadable until the end: say so
@@ -521,9 +524,9 @@ def read_changes(
     ``follow=True``: follow a live log (a server still writing it): the stream gives what is
     written, then polls every ``poll_interval`` seconds for more (the header read again, new
     archives found) and never ends by itself unless ``idle_timeout`` seconds pass with nothing
-    new; :meth:`ChangeStream.close` (from any thread) ends it. Records are read only once what
-    follows them is written, so a page being written is never read half way. Give the log's
-    directory as ``source`` so that new archives are found.
+    new or the log reaches ``end``; :meth:`ChangeStream.close` (from any thread) ends it.
+    Records are read only once what follows them is written, so a page being written is never
+    read half way. Give the log's directory as ``source`` so that new archives are found.
 
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
@@ -680,7 +683,7 @@ def _native_options(
     """The options of :func:`read_changes`, checked and resolved against ``log`` (table names to
     OIDs, times to LSAs, a cursor file to its cursor): keyword arguments of the native
     ``change_options``, plain Python values (Spark ships them to its tasks)."""
-    choice("mode", mode, ("id", "before", "after", "full"))
+    choice("mode", mode, MODES)
     choice("keys", keys, KEYS)
     choice("include_ddl", include_ddl, DDL_SCOPES)
     choice("on_error", on_error, ("raise", "skip"))

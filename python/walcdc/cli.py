@@ -34,12 +34,14 @@ try:
     import walcdc
     import walcdc._native  # noqa: F401 - the slowest import: under this guard
     from walcdc import lsa as L
+    from walcdc.changes import ENVELOPES
     from walcdc.errors import (
         InvalidArgumentError,
         LogError,
         LogIOError,
         OutputError,
     )
+    from walcdc.options import DDL_SCOPES, KEYS, MODES
 except KeyboardInterrupt:
     # Ctrl-C while the modules load (most of a short run's first second): as later on, one
     # line and status 130 (EXIT_INTERRUPTED), no traceback.
@@ -246,14 +248,115 @@ _progress = click.option(
 )
 
 
+def _options(*declarations):
+    """Click option declarations as one decorator, for the options commands share."""
+
+    def declare(fn):
+        for option in reversed(declarations):
+            fn = option(fn)
+        return fn
+
+    return declare
+
+
+_window = _options(
+    click.option(
+        "--from",
+        "start",
+        type=_POSITION,
+        help="Start: an LSA (pageid|offset, or the u64) or a time (ISO 8601, or epoch "
+        "seconds with a decimal point).",
+    ),
+    click.option("--to", "end", type=_POSITION, help="End (exclusive): an LSA or a time."),
+)
+
+_stream_options = _options(
+    click.option(
+        "--tables",
+        multiple=True,
+        help="Only these tables: names (any name the table had; owner.table or table) or "
+        "class OIDs (volid|pageid|slotid), comma-separated or repeated.",
+    ),
+    click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs)."),
+    click.option(
+        "--include-ddl",
+        type=click.Choice(DDL_SCOPES),
+        default=DDL_SCOPES[0],
+        show_default=True,
+        help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
+    ),
+    click.option("--users", multiple=True, help="Only changes by these users (comma-separated)."),
+    click.option(
+        "--ops",
+        multiple=True,
+        help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
+    ),
+    _window,
+    click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default="full",
+        show_default=True,
+        help="Which row images to keep.",
+    ),
+    click.option(
+        "--keys",
+        type=click.Choice(KEYS),
+        default=KEYS[0],
+        show_default=True,
+        help="Keys of before/after: column names when the change happened, at the end of the "
+        "log, or attribute ids.",
+    ),
+    click.option(
+        "--envelope", type=click.Choice(ENVELOPES), help="Write Debezium-shaped change events."
+    ),
+    click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file."),
+    click.option("--no-redact", is_flag=True, help="Keep passwords in DDL statements."),
+)
+
+
+def _change_options(fn):
+    """The options that choose what a change stream reads (:data:`_stream_options`): the
+    command gets them as one dict, ``read``, in :func:`walcdc.read_changes`' terms."""
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        read = dict(
+            tables=list(kw.pop("tables")) or None,
+            exclude_tables=list(kw.pop("exclude_tables")) or None,
+            include_ddl=kw.pop("include_ddl"),
+            users=list(kw.pop("users")) or None,
+            ops=list(kw.pop("ops")) or None,
+            start=kw.pop("start"),
+            end=kw.pop("end"),
+            mode=kw.pop("mode"),
+            keys=kw.pop("keys"),
+            envelope=kw.pop("envelope"),
+            schema=kw.pop("schema_file"),
+            redact=not kw.pop("no_redact"),
+        )
+        return fn(*args, read=read, **kw)
+
+    return _stream_options(run)
+
+
+def _load_cursor(cursor_file, read):
+    """The cursor saved in ``cursor_file``, if it exists (--from cannot go with it)."""
+    from walcdc.changes import Cursor
+
+    if not (cursor_file and os.path.exists(cursor_file)):
+        return None
+    cursor = Cursor.load(cursor_file)
+    if read["start"] is not None:
+        raise click.UsageError("--from and an existing --cursor file exclude each other")
+    return cursor
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
-@click.option(
-    "--from", "start", type=_POSITION, help="First record: LSA (pageid|offset) or time."
-)
-@click.option("--to", "end", type=_POSITION, help="Stop before this LSA or time.")
+@_window
 @_on_encrypted
 @_progress
 @_command
@@ -464,28 +567,6 @@ def schema(paths, sample, show_all, as_json) -> None:
     "--overwrite", is_flag=True, help="Replace an existing output file (never done otherwise)."
 )
 @click.option(
-    "--tables",
-    multiple=True,
-    help="Only these tables: names (any name the table had; owner.table or table) or class "
-    "OIDs (volid|pageid|slotid), comma-separated or repeated.",
-)
-@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
-@click.option(
-    "--include-ddl",
-    type=click.Choice(["matching", "all"]),
-    default="matching",
-    show_default=True,
-    help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
-)
-@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
-@click.option(
-    "--ops",
-    multiple=True,
-    help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
-)
-@click.option("--from", "start", type=_POSITION, help="Start: LSA (pageid|offset) or time.")
-@click.option("--to", "end", type=_POSITION, help="End: LSA or time.")
-@click.option(
     "--cursor",
     "cursor_file",
     type=click.Path(dir_okay=False),
@@ -493,26 +574,7 @@ def schema(paths, sample, show_all, as_json) -> None:
     "output is durable.",
 )
 @click.option("--engine", is_flag=True, help="CUBRID's own CDC stream (uncommitted work too).")
-@click.option(
-    "--mode",
-    type=click.Choice(["id", "before", "after", "full"]),
-    default="full",
-    show_default=True,
-    help="Which row images to keep.",
-)
-@click.option(
-    "--keys",
-    type=click.Choice(["name_then", "name_now", "id"]),
-    default="name_then",
-    show_default=True,
-    help="Keys of before/after: column names when the change happened, at the end of the log, "
-    "or attribute ids.",
-)
-@click.option(
-    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
-)
-@click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
-@click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
+@_change_options
 @click.option(
     "--by-table",
     "by_table",
@@ -536,20 +598,9 @@ def extract(
     sample,
     fmt,
     overwrite,
-    tables,
-    exclude_tables,
-    include_ddl,
-    users,
-    ops,
-    start,
-    end,
     cursor_file,
     engine,
-    mode,
-    keys,
-    envelope,
-    schema_file,
-    no_redact,
+    read,
     by_table,
     on_error,
     on_encrypted,
@@ -566,7 +617,6 @@ def extract(
     representation, when an ALTER changed the table). --cursor works the same way.
     """
 
-    from walcdc.changes import Cursor
     from walcdc.sinks import resolve_target, write_stream
 
     log = _open(_paths(paths, sample))
@@ -575,8 +625,8 @@ def extract(
             name
             for name, given in (
                 ("--engine", engine),
-                ("--envelope", envelope),
-                ("--keys", keys != "name_then"),
+                ("--envelope", read["envelope"]),
+                ("--keys", read["keys"] != KEYS[0]),
                 ("--format", fmt not in (None, "parquet")),
                 ("--overwrite", overwrite),
             )
@@ -590,33 +640,13 @@ def extract(
             raise click.UsageError("--by-table needs a directory as --output")
     # Check the output before reading anything.
     target = None if by_table else resolve_target(output, fmt, overwrite)
-    cursor = None
-    if cursor_file and os.path.exists(cursor_file):
-        cursor = Cursor.load(cursor_file)
-        if start is not None:
-            raise click.UsageError("--from and an existing --cursor file exclude each other")
-    # What both forms read: the filters, the window and how images are built.
-    options = dict(
-        start=start,
-        end=end,
-        tables=list(tables) or None,
-        exclude_tables=list(exclude_tables) or None,
-        include_ddl=include_ddl,
-        users=list(users) or None,
-        ops=list(ops) or None,
-        mode=mode,
-        schema=schema_file,
-        cursor=cursor,
-        on_error=on_error,
-        on_encrypted=on_encrypted,
-        redact=not no_redact,
-    )
+    cursor = _load_cursor(cursor_file, read)
+    options = dict(read, cursor=cursor, on_error=on_error, on_encrypted=on_encrypted)
     if by_table:
+        del options["keys"], options["envelope"]  # refused above
         _extract_by_table(log, output, cursor_file, progress, **options)
         return
-    stream = walcdc.read_changes(
-        log, committed_only=not engine, keys=keys, envelope=envelope, **options
-    )
+    stream = walcdc.read_changes(log, committed_only=not engine, **options)
     info = log.header()
     with _Progress(info, progress, "extracting") as bar:
         result = write_stream(
@@ -658,13 +688,7 @@ def extract(
     help="Resume from the cursor in FILE (if it exists); after each batch is written and "
     "flushed, the new cursor is saved there.",
 )
-@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
-@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
-@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
-@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
-@click.option(
-    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
-)
+@_change_options
 @click.option(
     "--poll-interval", default=0.2, show_default=True, help="Seconds between looks at the log."
 )
@@ -674,41 +698,22 @@ def extract(
     help="Stop after this many seconds with nothing new (default: never).",
 )
 @_command
-def follow(
-    paths,
-    output,
-    cursor_file,
-    tables,
-    exclude_tables,
-    users,
-    ops,
-    envelope,
-    poll_interval,
-    idle_timeout,
-) -> None:
+def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> None:
     """Follows a live log (a server still writing it) and writes each committed transaction's
     events as JSON lines as soon as its commit is flushed, until SIGINT or SIGTERM (or
-    --idle-timeout). Give the log's directory so that new archives are found.
+    --idle-timeout, or --to once the log reaches it). Give the log's directory so that new
+    archives are found.
 
     With --cursor, a restart goes on after the last batch whose cursor was saved: a crash
     between writing a batch and saving its cursor repeats that batch (at least once).
     """
-    import signal
-
-    from walcdc.changes import Cursor
     from walcdc.sinks.files import JsonLinesSink
 
-    cursor = None
-    if cursor_file and os.path.exists(cursor_file):
-        cursor = Cursor.load(cursor_file)
+    log = _open(list(paths))
     stream = walcdc.read_changes(
-        _open(list(paths)),
-        tables=list(tables) or None,
-        exclude_tables=list(exclude_tables) or None,
-        users=list(users) or None,
-        ops=list(ops) or None,
-        envelope=envelope,
-        cursor=cursor,
+        log,
+        **read,
+        cursor=_load_cursor(cursor_file, read),
         follow=True,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
