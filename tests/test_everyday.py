@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import struct
 import subprocess
@@ -443,8 +444,10 @@ def test_follow_reads_with_the_options_of_extract(tmp_path, sample_all):
     r = cli("extract", "--sample", "-o", tmp_path / "x.jsonl", *args)
     assert r.exit_code == 0, r.output
     # --to ends a follow once the log reaches it.
+    handlers = [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
     r = cli("follow", SAMPLE, "-o", tmp_path / "y.jsonl", *args)
     assert r.exit_code == 0, r.output
+    assert [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)] == handlers
     extracted = (tmp_path / "x.jsonl").read_text()
     assert (tmp_path / "y.jsonl").read_text() == extracted
     assert '"before":null' in extracted.replace(" ", "") and 5 < len(extracted.splitlines())

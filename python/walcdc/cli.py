@@ -191,9 +191,11 @@ class _Main(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            previous = signal.signal(signal.SIGTERM, _terminate)
+            # Commands may set their own (follow stops on SIGINT): all are set back at the end.
+            previous = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminate)
         except ValueError:  # not the main thread: signals stay as they are
-            previous = None
+            previous = {}
         try:
             status = super().main(args, prog_name, complete_var, False, **extra)
         except _Terminated:
@@ -209,8 +211,8 @@ class _Main(click.Group):
             # Ctrl-C outside a command's body (while click reads the arguments).
             _stop("interrupted", EXIT_INTERRUPTED)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
         # click returns the command's value, or the status of an Exit (--help, --version).
         sys.exit(status if isinstance(status, int) else 0)
 
