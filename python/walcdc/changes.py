@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.errors import InvalidArgumentError, LogError, LogIOError, argument_error
@@ -21,6 +22,7 @@ from walcdc.logset import LogSet, open_log
 from walcdc.options import (
     DDL_SCOPES,
     KEYS,
+    MODES,
     OPS,
     TableIndex,
     _class_oid,
@@ -141,16 +143,63 @@ class Cursor:
             raise InvalidArgumentError(f"{path}: {exc.message}", path) from None
 
 
-def _stream_batches(native, convert=None) -> Iterator[pa.RecordBatch]:
+def _stream_batches(native, convert=None, users=None) -> Iterator[pa.RecordBatch]:
     """A stream's batches, then its warnings. Holds what it reads, never the stream object: a
     generator referring back to its stream would make a reference cycle through pyarrow's
     reader that the garbage collector cannot see, and a stream dropped half way would keep its
-    volumes mapped."""
+    volumes mapped. ``users``: a :class:`_UserCheck`."""
     for b in native:
         batch = pa.record_batch(b)
+        if users is not None:
+            users.see(batch)
         yield convert(batch) if convert is not None else batch
     yield from _finish(convert)
     _warn_at_end(native)
+    if users is not None:
+        users.finish()
+
+
+class _UserCheck:
+    """The users of a ``users`` filter of whom a stream had no event; at its end, a warning
+    (:class:`~walcdc.UsersNotInLog`) names those no transaction of the log is by, for a
+    misspelt name reads nothing, silently otherwise (an unknown table name is an error, but
+    a user may simply have changed nothing)."""
+
+    def __init__(self, log: LogSet, users: Sequence[str]):
+        self._log = log
+        # The filter compares names ignoring ASCII case.
+        self._unseen = {_user_key(u): u for u in users}
+
+    def see(self, batch: pa.RecordBatch) -> None:
+        if self._unseen and "user" in batch.schema.names:
+            for user in pc.unique(batch.column("user")).to_pylist():
+                if user is not None:
+                    self._unseen.pop(_user_key(user), None)
+
+    def finish(self) -> None:
+        if not self._unseen:
+            return
+        try:
+            known = self._log.users()
+        except LogError:
+            return  # the stream read what it could; no second error about the log
+        have = {_user_key(u) for u in known}
+        missing = [u for k, u in self._unseen.items() if k not in have]
+        if missing:
+            from walcdc.logset import UsersNotInLog
+
+            warnings.warn(
+                UsersNotInLog(
+                    f"the user filter names no user of this log: "
+                    f"{', '.join(repr(u) for u in missing)} "
+                    f"(its users: {', '.join(known) if known else 'none'})"
+                ),
+                stacklevel=4,
+            )
+
+
+def _user_key(name: str) -> bytes:
+    return name.encode("utf-8").lower()  # bytes.lower(): ASCII only
 
 
 def _finish(convert) -> Iterator[pa.RecordBatch]:
@@ -176,8 +225,8 @@ def _follow_batches(
 ) -> Iterator[pa.RecordBatch]:
     """A followed log's batches: what is written, then, every ``poll_interval`` seconds, what
     was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
-    came for ``idle_timeout`` seconds. The last batch of a poll is flushed at once, so an
-    event waits for no batch to fill."""
+    came for ``idle_timeout`` seconds, or the stream's ``end`` is reached. The last batch of a
+    poll is flushed at once, so an event waits for no batch to fill."""
     from walcdc import _native
 
     quiet_since = time.monotonic()
@@ -190,6 +239,8 @@ def _follow_batches(
             yield convert(batch) if convert is not None else batch
         # A poll gives whole transactions: the last one is over.
         yield from _finish(convert)
+        if native.end_reason() == "requested_end":
+            break  # the stream's end= is reached: nothing after it is read
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
             if failure is not None:
                 raise failure  # the log was unreadable until the end: say so
@@ -280,6 +331,7 @@ class ChangeStream:
         transform=None,
         info: Optional[Dict[str, Any]] = None,
         follow: Optional[Dict[str, Any]] = None,
+        users: Optional[_UserCheck] = None,
     ):
         self._native = native
         #: What the stream reads: ``committed_only``, ``db_creation``, ``database``, filters.
@@ -291,7 +343,7 @@ class ChangeStream:
             self._stop = threading.Event()
             batches = _follow_batches(native, transform, stop=self._stop, **follow)
         else:
-            batches = _stream_batches(native, transform)
+            batches = _stream_batches(native, transform, users)
         self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(self.schema, batches)
 
     # The RecordBatchReader interface.
@@ -390,17 +442,23 @@ class TableChangeStream(ChangeStream):
     once the stream is over (batches of other tables are still being filled before that).
     :attr:`pending` and the rest are those of :class:`ChangeStream`."""
 
-    def __init__(self, native, info: Optional[Dict[str, Any]] = None):
+    def __init__(self, native, info: Optional[Dict[str, Any]] = None, users=None):
         self._native = native
         self.info = dict(info or {})
         self._transform = None
         self.schema = None  # one per table and representation
         self.reader = None
+        self._users = users
 
     def __iter__(self) -> Iterator[TableBatch]:
         for kind, class_oid, table, repid, batch in iter(self._native.next_table, None):
-            yield TableBatch(kind, class_oid, table, repid, pa.record_batch(batch))
+            batch = pa.record_batch(batch)
+            if self._users is not None:
+                self._users.see(batch)
+            yield TableBatch(kind, class_oid, table, repid, batch)
         _warn_at_end(self._native)
+        if self._users is not None:
+            self._users.finish()
 
     def _no_reader(self, *args, **kwargs):
         raise TypeError("a stream by table has one schema per table: iterate it instead")
@@ -481,9 +539,9 @@ def read_changes(
     ``follow=True``: follow a live log (a server still writing it): the stream gives what is
     written, then polls every ``poll_interval`` seconds for more (the header read again, new
     archives found) and never ends by itself unless ``idle_timeout`` seconds pass with nothing
-    new; :meth:`ChangeStream.close` (from any thread) ends it. Records are read only once what
-    follows them is written, so a page being written is never read half way. Give the log's
-    directory as ``source`` so that new archives are found.
+    new or the log reaches ``end``; :meth:`ChangeStream.close` (from any thread) ends it.
+    Records are read only once what follows them is written, so a page being written is never
+    read half way. Give the log's directory as ``source`` so that new archives are found.
 
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
@@ -541,6 +599,7 @@ def read_changes(
         envelope=envelope,
         envelope_options=envelope_options,
         follow=follow_args,
+        check_users=True,
     )
 
 
@@ -583,13 +642,16 @@ def _open_stream(
     by_table: bool = False,
     follow: Optional[Dict[str, Any]] = None,
     narrow: Optional[Dict[str, Any]] = None,
+    check_users: bool = False,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
     table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
     :class:`TableChangeStream` of every table's typed changes; ``follow``: the arguments of
     :func:`_follow_batches` to follow a live log; ``narrow``: filters pushed by a query engine
     (``tables`` as class OIDs, ``ops``) that leave the rows that pass them as they are in the
-    whole stream (``txn_seq`` included) and read no image for the others."""
+    whole stream (``txn_seq`` included) and read no image for the others; ``check_users``:
+    warn at the end about users of the ``users`` filter the log does not know
+    (:class:`_UserCheck`)."""
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     native_options = log._native.change_options(
@@ -609,8 +671,12 @@ def _open_stream(
         "database": header.get("prefix") or _database_name(header),
         "envelope": envelope,
     }
+    # A followed log may yet hold the users it lacks now; a part of a parallel read may lack
+    # them alone.
+    users = split_list(options["users"]) if check_users and follow is None else None
+    check = _UserCheck(log, [str(u) for u in users]) if users else None
     if by_table:
-        return TableChangeStream(native, info)
+        return TableChangeStream(native, info, users=check)
     transform = None
     if envelope == "debezium":
         from walcdc.envelope import Debezium
@@ -624,7 +690,7 @@ def _open_stream(
             columns = TableColumns(log, options["keys"], since, follow=follow is not None)
         transform = Debezium(info["database"], envelope_options, columns)
         transform.prime(_transaction_head(log, options, batch_size))
-    return ChangeStream(native, transform, info, follow=follow)
+    return ChangeStream(native, transform, info, follow=follow, users=check)
 
 
 def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:
@@ -673,7 +739,7 @@ def _native_options(
     """The options of :func:`read_changes`, checked and resolved against ``log`` (table names to
     OIDs, times to LSAs, a cursor file to its cursor): keyword arguments of the native
     ``change_options``, plain Python values (Spark ships them to its tasks)."""
-    choice("mode", mode, ("id", "before", "after", "full"))
+    choice("mode", mode, MODES)
     choice("keys", keys, KEYS)
     choice("include_ddl", include_ddl, DDL_SCOPES)
     choice("on_error", on_error, ("raise", "skip"))

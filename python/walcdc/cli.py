@@ -6,34 +6,47 @@ end of the log (``--stats``: per-record-type counts and bytes, like ``pg_waldump
 directory of parts, or stdout); ``walcdc schema PATH`` prints the tables the log defines.
 
 Errors are one line on stderr and an exit status (README, "Command line"): 2 for a wrong
-argument, 3 for a log that cannot be read as asked, 4 for a file that cannot be read or
-written, 70 for an internal error; ``--debug`` shows the traceback instead.
+argument (click's own checks included), 3 for a log that cannot be read as asked, 4 for a file
+that cannot be read or written (a log path that does not exist too), 70 for an internal error;
+``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
-import json
-import os
 import sys
-import threading
-import warnings
-from collections import defaultdict
-from typing import Dict, List, Optional
 
-import click
-import pyarrow as pa
-import pyarrow.compute as pc
+try:
+    import base64
+    import functools
+    import json
+    import os
+    import re
+    import signal
+    import threading
+    import warnings
+    from collections import defaultdict
+    from typing import Dict, List, Optional
 
-import walcdc
-from walcdc import lsa as L
-from walcdc.errors import (
-    InvalidArgumentError,
-    LogError,
-    LogIOError,
-    OutputError,
-)
+    import click
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import walcdc
+    import walcdc._native  # noqa: F401 - the slowest import: under this guard
+    from walcdc import lsa as L
+    from walcdc.changes import ENVELOPES
+    from walcdc.errors import (
+        InvalidArgumentError,
+        LogError,
+        LogIOError,
+        OutputError,
+    )
+    from walcdc.options import DDL_SCOPES, KEYS, MODES
+except KeyboardInterrupt:
+    # Ctrl-C while the modules load (most of a short run's first second): as later on, one
+    # line and status 130 (EXIT_INTERRUPTED), no traceback.
+    sys.stderr.write("walcdc: interrupted\n")
+    sys.exit(130)
 
 #: Exit statuses.
 EXIT_USAGE = 2
@@ -41,6 +54,18 @@ EXIT_LOG = 3
 EXIT_IO = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool ended by a closed pipe
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the program is, so that every ``finally`` runs (temporary files
+    are removed, the cursor stays where it was) before the exit."""
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean-up
+    raise _Terminated()
 
 
 def _exit_status(exc: LogError) -> int:
@@ -52,8 +77,23 @@ def _exit_status(exc: LogError) -> int:
 
 
 def _fail(text: str, status: int):
-    click.echo(f"walcdc: error: {text}", err=True)
+    _stop(f"error: {text}", status)
+
+
+def _stop(text: str, status: int):
+    click.echo(f"walcdc: {text}", err=True)
     sys.exit(status)
+
+
+def _closed_stdout():
+    """The reader of stdout went away (``walcdc schema | head -1``): end quietly, as other
+    tools do, with 141 (the output was cut short: no cursor was saved)."""
+    try:
+        # Python flushes stdout at exit: that flush must find somewhere to write.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no descriptor (tests)
+        pass
+    sys.exit(EXIT_CLOSED_PIPE)
 
 
 def _command(fn):
@@ -72,6 +112,8 @@ def _command(fn):
                 if debug:
                     raise
                 _fail(exc.cli_text(), _exit_status(exc))
+            except BrokenPipeError:
+                _closed_stdout()
             except OSError as exc:
                 if debug:
                     raise
@@ -80,7 +122,7 @@ def _command(fn):
             except KeyboardInterrupt:
                 if debug:
                     raise
-                _fail("interrupted", EXIT_INTERRUPTED)
+                _stop("interrupted", EXIT_INTERRUPTED)
             except (click.ClickException, click.exceptions.Exit, SystemExit):
                 raise
             except Exception as exc:  # a defect: say so in one line
@@ -100,12 +142,34 @@ def _command(fn):
     return run
 
 
+class _Position(click.ParamType):
+    """``--from`` / ``--to``: the positions ``read_changes(start=...)`` takes, written as text.
+    ``pageid|offset`` and ISO 8601 times are passed as they are; as the API takes an ``int``
+    for the order-preserving u64 LSA and a ``float`` for epoch seconds, a plain integer is the
+    u64 LSA and a number with a decimal point (``1732339321.0``) is epoch seconds."""
+
+    name = "LSA|TIME"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str):
+            if re.fullmatch(r"[0-9]+", value.strip()):
+                return int(value)
+            if re.fullmatch(r"[0-9]+\.[0-9]*", value.strip()):
+                return float(value)
+        return value
+
+
+_POSITION = _Position()
+
+
 def _fmt(key: Optional[int]) -> str:
     return L.format_lsa(key) if key is not None else "-"
 
 
 def _paths(paths, sample) -> List[str]:
     if sample:
+        if paths:
+            raise click.UsageError("give log paths or --sample, not both")
         return [str(walcdc.samples.sample_path())]
     if not paths:
         raise click.UsageError("give a log directory or volume files, or --sample")
@@ -116,7 +180,58 @@ def _open(paths: List[str]):
     return walcdc.open_log(paths if len(paths) > 1 else paths[0])
 
 
-@click.group()
+class _Main(click.Group):
+    """The ``walcdc`` group: click's own errors (a bad option value, a missing argument) are
+    one ``walcdc: error:`` line and exit status 2 too, not click's usage text; an interrupt
+    anywhere is ``walcdc: interrupted`` and 130; SIGTERM ends the run as an error does (the
+    temporary output removed) with ``walcdc: terminated`` and 143 (commands that stop
+    cleanly on SIGTERM, such as ``follow``, install their own handler)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            # Commands may set their own (follow stops on SIGINT): all are set back at the end.
+            previous = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminate)
+        except ValueError:  # not the main thread: signals stay as they are
+            previous = {}
+        try:
+            status = super().main(args, prog_name, complete_var, False, **extra)
+        except _Terminated:
+            _stop("terminated", EXIT_TERMINATED)
+        except click.ClickException as exc:
+            if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                exc.show()  # plain "walcdc": the help, as click shows it
+                sys.exit(EXIT_USAGE)
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            _fail(exc.format_message() + hint, EXIT_USAGE)
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            # Ctrl-C outside a command's body (while click reads the arguments).
+            _stop("interrupted", EXIT_INTERRUPTED)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        # click returns the command's value, or the status of an Exit (--help, --version).
+        sys.exit(status if isinstance(status, int) else 0)
+
+    # A closed stdout before click's own handling of it (status 1): --help and --version
+    # write while the context is made, a command's --help while the group invokes it.
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _closed_stdout()
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _closed_stdout()
+
+
+@click.group(cls=_Main)
 @click.version_option(walcdc.__version__, prog_name="walcdc")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 def main(debug) -> None:
@@ -135,12 +250,115 @@ _progress = click.option(
 )
 
 
+def _options(*declarations):
+    """Click option declarations as one decorator, for the options commands share."""
+
+    def declare(fn):
+        for option in reversed(declarations):
+            fn = option(fn)
+        return fn
+
+    return declare
+
+
+_window = _options(
+    click.option(
+        "--from",
+        "start",
+        type=_POSITION,
+        help="Start: an LSA (pageid|offset, or the u64) or a time (ISO 8601, or epoch "
+        "seconds with a decimal point).",
+    ),
+    click.option("--to", "end", type=_POSITION, help="End (exclusive): an LSA or a time."),
+)
+
+_stream_options = _options(
+    click.option(
+        "--tables",
+        multiple=True,
+        help="Only these tables: names (any name the table had; owner.table or table) or "
+        "class OIDs (volid|pageid|slotid), comma-separated or repeated.",
+    ),
+    click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs)."),
+    click.option(
+        "--include-ddl",
+        type=click.Choice(DDL_SCOPES),
+        default=DDL_SCOPES[0],
+        show_default=True,
+        help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
+    ),
+    click.option("--users", multiple=True, help="Only changes by these users (comma-separated)."),
+    click.option(
+        "--ops",
+        multiple=True,
+        help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
+    ),
+    _window,
+    click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default="full",
+        show_default=True,
+        help="Which row images to keep.",
+    ),
+    click.option(
+        "--keys",
+        type=click.Choice(KEYS),
+        default=KEYS[0],
+        show_default=True,
+        help="Keys of before/after: column names when the change happened, at the end of the "
+        "log, or attribute ids.",
+    ),
+    click.option(
+        "--envelope", type=click.Choice(ENVELOPES), help="Write Debezium-shaped change events."
+    ),
+    click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file."),
+    click.option("--no-redact", is_flag=True, help="Keep passwords in DDL statements."),
+)
+
+
+def _change_options(fn):
+    """The options that choose what a change stream reads (:data:`_stream_options`): the
+    command gets them as one dict, ``read``, in :func:`walcdc.read_changes`' terms."""
+
+    @functools.wraps(fn)
+    def run(*args, **kw):
+        read = dict(
+            tables=list(kw.pop("tables")) or None,
+            exclude_tables=list(kw.pop("exclude_tables")) or None,
+            include_ddl=kw.pop("include_ddl"),
+            users=list(kw.pop("users")) or None,
+            ops=list(kw.pop("ops")) or None,
+            start=kw.pop("start"),
+            end=kw.pop("end"),
+            mode=kw.pop("mode"),
+            keys=kw.pop("keys"),
+            envelope=kw.pop("envelope"),
+            schema=kw.pop("schema_file"),
+            redact=not kw.pop("no_redact"),
+        )
+        return fn(*args, read=read, **kw)
+
+    return _stream_options(run)
+
+
+def _load_cursor(cursor_file, read):
+    """The cursor saved in ``cursor_file``, if it exists (--from cannot go with it)."""
+    from walcdc.changes import Cursor
+
+    if not (cursor_file and os.path.exists(cursor_file)):
+        return None
+    cursor = Cursor.load(cursor_file)
+    if read["start"] is not None:
+        raise click.UsageError("--from and an existing --cursor file exclude each other")
+    return cursor
+
+
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
-@click.option("--from", "start", help="First record: LSA (pageid|offset) or ISO time.")
-@click.option("--to", "end", help="Stop before this LSA or time.")
+@_window
 @_on_encrypted
 @_progress
 @_command
@@ -288,7 +506,7 @@ def _json_domain(c):
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="The small real log shipped with walcdc.")
 @click.option(
     "--all", "show_all", is_flag=True, help="Also system classes and old representations."
@@ -335,7 +553,7 @@ def schema(paths, sample, show_all, as_json) -> None:
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
     "-o",
     "--output",
@@ -351,28 +569,6 @@ def schema(paths, sample, show_all, as_json) -> None:
     "--overwrite", is_flag=True, help="Replace an existing output file (never done otherwise)."
 )
 @click.option(
-    "--tables",
-    multiple=True,
-    help="Only these tables: names (any name the table had; owner.table or table) or class "
-    "OIDs (volid|pageid|slotid), comma-separated or repeated.",
-)
-@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
-@click.option(
-    "--include-ddl",
-    type=click.Choice(["matching", "all"]),
-    default="matching",
-    show_default=True,
-    help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
-)
-@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
-@click.option(
-    "--ops",
-    multiple=True,
-    help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
-)
-@click.option("--from", "start", help="Start: LSA (pageid|offset) or ISO time.")
-@click.option("--to", "end", help="End: LSA or ISO time.")
-@click.option(
     "--cursor",
     "cursor_file",
     type=click.Path(dir_okay=False),
@@ -380,24 +576,7 @@ def schema(paths, sample, show_all, as_json) -> None:
     "output is durable.",
 )
 @click.option("--engine", is_flag=True, help="CUBRID's own CDC stream (uncommitted work too).")
-@click.option(
-    "--mode",
-    type=click.Choice(["id", "before", "after", "full"]),
-    default="full",
-    show_default=True,
-    help="Which row images to keep.",
-)
-@click.option(
-    "--keys",
-    type=click.Choice(["name_then", "name_now", "id"]),
-    default="name_then",
-    show_default=True,
-    help="Keys of before/after: column names when the change happened, at the end of the log, "
-    "or attribute ids.",
-)
-@click.option(
-    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
-)
+@_change_options
 @click.option(
     "--debezium-tombstones",
     "tombstones",
@@ -423,8 +602,6 @@ def schema(paths, sample, show_all, as_json) -> None:
     help="With --debezium-schemas: NUMERIC and MONETARY as Kafka Connect Decimal (precise, the "
     "default), string or double.",
 )
-@click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
-@click.option("--no-redact", "no_redact", is_flag=True, help="Keep passwords in DDL statements.")
 @click.option(
     "--by-table",
     "by_table",
@@ -448,24 +625,13 @@ def extract(
     sample,
     fmt,
     overwrite,
-    tables,
-    exclude_tables,
-    include_ddl,
-    users,
-    ops,
-    start,
-    end,
     cursor_file,
     engine,
-    mode,
-    keys,
-    envelope,
+    read,
     tombstones,
     transactions,
     schemas,
     decimals,
-    schema_file,
-    no_redact,
     by_table,
     on_error,
     on_encrypted,
@@ -482,12 +648,11 @@ def extract(
     representation, when an ALTER changed the table). --cursor works the same way.
     """
 
-    from walcdc.changes import Cursor
     from walcdc.sinks import resolve_target, write_stream
 
     envelope_options = None
     if tombstones or transactions or schemas or decimals:
-        if envelope != "debezium":
+        if read["envelope"] != "debezium":
             raise click.UsageError("--debezium-* options need --envelope debezium")
         envelope_options = dict(tombstones=tombstones, transactions=transactions, schemas=schemas)
         envelope_options["decimal_handling"] = decimals or "precise"
@@ -497,8 +662,8 @@ def extract(
             name
             for name, given in (
                 ("--engine", engine),
-                ("--envelope", envelope),
-                ("--keys", keys != "name_then"),
+                ("--envelope", read["envelope"]),
+                ("--keys", read["keys"] != KEYS[0]),
                 ("--format", fmt not in (None, "parquet")),
                 ("--overwrite", overwrite),
             )
@@ -512,37 +677,14 @@ def extract(
             raise click.UsageError("--by-table needs a directory as --output")
     # Check the output before reading anything.
     target = None if by_table else resolve_target(output, fmt, overwrite)
-    cursor = None
-    if cursor_file and os.path.exists(cursor_file):
-        cursor = Cursor.load(cursor_file)
-        if start is not None:
-            raise click.UsageError("--from and an existing --cursor file exclude each other")
-    # What both forms read: the filters, the window and how images are built.
-    options = dict(
-        start=start,
-        end=end,
-        tables=list(tables) or None,
-        exclude_tables=list(exclude_tables) or None,
-        include_ddl=include_ddl,
-        users=list(users) or None,
-        ops=list(ops) or None,
-        mode=mode,
-        schema=schema_file,
-        cursor=cursor,
-        on_error=on_error,
-        on_encrypted=on_encrypted,
-        redact=not no_redact,
-    )
+    cursor = _load_cursor(cursor_file, read)
+    options = dict(read, cursor=cursor, on_error=on_error, on_encrypted=on_encrypted)
     if by_table:
+        del options["keys"], options["envelope"]  # refused above
         _extract_by_table(log, output, cursor_file, progress, **options)
         return
     stream = walcdc.read_changes(
-        log,
-        committed_only=not engine,
-        keys=keys,
-        envelope=envelope,
-        envelope_options=envelope_options,
-        **options,
+        log, committed_only=not engine, envelope_options=envelope_options, **options
     )
     info = log.header()
     with _Progress(info, progress, "extracting") as bar:
@@ -571,7 +713,7 @@ def extract(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option(
     "-o",
     "--output",
@@ -585,13 +727,7 @@ def extract(
     help="Resume from the cursor in FILE (if it exists); after each batch is written and "
     "flushed, the new cursor is saved there.",
 )
-@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
-@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
-@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
-@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
-@click.option(
-    "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
-)
+@_change_options
 @click.option(
     "--poll-interval", default=0.2, show_default=True, help="Seconds between looks at the log."
 )
@@ -601,41 +737,22 @@ def extract(
     help="Stop after this many seconds with nothing new (default: never).",
 )
 @_command
-def follow(
-    paths,
-    output,
-    cursor_file,
-    tables,
-    exclude_tables,
-    users,
-    ops,
-    envelope,
-    poll_interval,
-    idle_timeout,
-) -> None:
+def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> None:
     """Follows a live log (a server still writing it) and writes each committed transaction's
     events as JSON lines as soon as its commit is flushed, until SIGINT or SIGTERM (or
-    --idle-timeout). Give the log's directory so that new archives are found.
+    --idle-timeout, or --to once the log reaches it). Give the log's directory so that new
+    archives are found.
 
     With --cursor, a restart goes on after the last batch whose cursor was saved: a crash
     between writing a batch and saving its cursor repeats that batch (at least once).
     """
-    import signal
-
-    from walcdc.changes import Cursor
     from walcdc.sinks.files import JsonLinesSink
 
-    cursor = None
-    if cursor_file and os.path.exists(cursor_file):
-        cursor = Cursor.load(cursor_file)
+    log = _open(list(paths))
     stream = walcdc.read_changes(
-        _open(list(paths)),
-        tables=list(tables) or None,
-        exclude_tables=list(exclude_tables) or None,
-        users=list(users) or None,
-        ops=list(ops) or None,
-        envelope=envelope,
-        cursor=cursor,
+        log,
+        **read,
+        cursor=_load_cursor(cursor_file, read),
         follow=True,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,

@@ -7,8 +7,10 @@ import warnings
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from walcdc import _native
+from walcdc.errors import LogError
 
 __all__ = [
     "LogSet",
@@ -17,6 +19,7 @@ __all__ = [
     "UnplacedRecordsSkipped",
     "UnfinishedTransactionDropped",
     "RecordsBeyondEndSkipped",
+    "UsersNotInLog",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -44,6 +47,16 @@ class RecordsBeyondEndSkipped(UserWarning):
     the ring hold readable records. CUBRID's recovery stops at the same place, so they are not
     read; ``log.last_walk["beyond_end"]`` / ``stream.beyond_end`` say where they start and how
     many pages hold them (``stream.stats["pages_beyond_end"]``)."""
+
+
+class UsersNotInLog(UserWarning):
+    """A change stream's ``users`` filter named users of whom the stream had no event and no
+    transaction of the log set was by (:meth:`LogSet.users` names none of them): a misspelt
+    name, most likely."""
+
+
+#: ``supplement_type`` of the TRAN_USER supplemental record (the user of a transaction).
+_TRAN_USER = 0
 
 
 class LogSet:
@@ -181,6 +194,28 @@ class LogSet:
                         c["default"] = json.loads(text) if text is not None else None
             cache[key] = out
         return copy.deepcopy(cache[key])
+
+    def users(self) -> List[str]:
+        """The names of the users whose transactions the log set records (its TRAN_USER
+        supplemental records), sorted. A walk of the record headers, then one read per
+        transaction; made once per log set. Encrypted pages are skipped."""
+        cached = self.__dict__.get("_users")
+        if cached is None:
+            it = self._native.records(
+                None, None, "skip", False, 65536, columns=["lsa", "supplement_type"]
+            )
+            names = set()
+            for native_batch in it:
+                batch = pa.record_batch(native_batch)
+                kinds = batch.column("supplement_type")
+                for lsa in batch.filter(pc.equal(kinds, _TRAN_USER)).column("lsa").to_pylist():
+                    try:
+                        name = self._native.record(lsa)["undo"]
+                    except LogError:  # a damaged record names nobody
+                        continue
+                    names.add(name.decode("utf-8", "replace"))
+            cached = self.__dict__["_users"] = sorted(names)
+        return list(cached)
 
     def ranges(self, split_bytes: int = 256 << 20) -> List[tuple]:
         """Record-aligned ranges of about ``split_bytes`` of log each, found from page headers

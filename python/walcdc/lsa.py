@@ -75,7 +75,7 @@ def coerce(value: Union[int, str, Tuple[int, int], None]):
     if isinstance(value, tuple):
         return make(*value)
     if isinstance(value, int):
-        if value < 0:
+        if not 0 <= value < 1 << 64:
             raise InvalidArgumentError(f"not an LSA: {value}")
         return value
     raise InvalidArgumentError(f"not an LSA: {value!r}")

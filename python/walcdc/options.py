@@ -26,6 +26,7 @@ from walcdc.errors import argument_error
 
 __all__ = [
     "OPS",
+    "MODES",
     "KEYS",
     "DDL_SCOPES",
     "choice",
@@ -38,6 +39,8 @@ __all__ = [
 
 #: Operation names of the ``op`` column.
 OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
+#: Which row images a stream builds (``mode``).
+MODES = ("id", "before", "after", "full")
 #: Keys of the row JSON: names in force at the change, names at the end of the log, or ids.
 KEYS = ("name_then", "name_now", "id")
 #: Which DDL a table filter keeps.

@@ -71,7 +71,9 @@ def read_table_changes(
     if unknown:
         raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")
     options = {**OPTION_DEFAULTS, **kwargs, "tables": [class_oid], "keys": "id"}
-    return _open_stream(log, options, batch_size=batch_size, state=state, columns=columns)
+    return _open_stream(
+        log, options, batch_size=batch_size, state=state, columns=columns, check_users=True
+    )
 
 
 def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> TableChangeStream:
@@ -97,4 +99,4 @@ def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> Table
     if unknown:
         raise TypeError(f"read_changes_by_table() got unexpected arguments {sorted(unknown)}")
     options = {**OPTION_DEFAULTS, **kwargs, "keys": "id"}
-    return _open_stream(log, options, batch_size=batch_size, by_table=True)
+    return _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)

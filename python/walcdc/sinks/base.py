@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Dict, List, Optional, Tuple
@@ -208,6 +208,21 @@ def _part_name(first: int, last: int, fmt: str) -> str:
     return f"part-{text(first)}-{text(last)}{PART_SUFFIX[fmt]}"
 
 
+def _create_temp(directory: str) -> Tuple[int, str]:
+    """A new, empty temporary file in ``directory`` (``.walcdc-<random>.tmp``), open for
+    writing: ``(descriptor, path)``. It is created with mode 0666 so that the umask (and a
+    default ACL) decides its permissions, as for any tool's new output: the file is renamed
+    into place as it is (``tempfile.mkstemp`` would publish a 0600 file)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(directory, f".walcdc-{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name in {directory}")
+
+
 def _fsync_dir(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -261,7 +276,7 @@ def write_stream(
     else:
         directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
         try:
-            fd, tmp_path = tempfile.mkstemp(prefix=".walcdc-", suffix=".tmp", dir=directory)
+            fd, tmp_path = _create_temp(directory)
         except OSError as exc:
             raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
         out = os.fdopen(fd, "wb")

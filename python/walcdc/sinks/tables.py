@@ -19,7 +19,6 @@ reads them with ``read_parquet('DIR/<table>/*.parquet', union_by_name = true)``.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Union
@@ -29,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from walcdc import lsa as L
-from walcdc.sinks.base import WriteResult, _count, _error, _fsync_dir
+from walcdc.sinks.base import WriteResult, _count, _create_temp, _error, _fsync_dir
 
 __all__ = ["OTHER_DDL", "UNKNOWN_SCHEMA", "table_directory", "write_tables"]
 
@@ -197,7 +196,7 @@ def write_tables(
 def _open_part(part: _Part, schema: pa.Schema, meta: Dict[str, str]) -> None:
     try:
         os.makedirs(part.directory, exist_ok=True)
-        fd, part.tmp_path = tempfile.mkstemp(prefix=".walcdc-", suffix=".tmp", dir=part.directory)
+        fd, part.tmp_path = _create_temp(part.directory)
     except OSError as exc:
         raise _error(f"{{}}: cannot write in {part.directory}: {exc.strerror}") from None
     os.close(fd)
