@@ -157,6 +157,24 @@ def test_every_event_is_delivered_in_order_signed(tmp_path, receiver):
     assert len(queue) == 0 and queue.watermark == got[-1]["commit_lsa"]
 
 
+def test_the_last_events_read_are_sent_without_waiting_for_more(tmp_path, receiver):
+    # A followed log that goes quiet: what was read is sent within batch_delay, not when the
+    # next events come (nothing more comes here).
+    lsas = _log(tmp_path / "log", 30)
+    delivery = _deliver(tmp_path / "log", receiver.url, tmp_path / "state", idle_timeout=None)
+    t = threading.Thread(target=delivery.run)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(receiver.events()) < len(lsas) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [e["lsa"] for e in receiver.events()] == lsas
+    finally:
+        delivery.stop()
+        t.join(10)
+    assert not t.is_alive()
+
+
 def test_failures_slowness_and_timeouts_are_retried(tmp_path, receiver):
     lsas = _log(tmp_path / "log")
     receiver.plan = [500, 503, ("sleep", 0.3), 500, ("sleep", 1.5), 429]

@@ -336,6 +336,11 @@ class Delivery:
         self._error: Optional[BaseException] = None
         self._page_size = 0
         self._read_at = 0  # where the reader stands (LSA key)
+        # Stream batches read and not queued yet, the cursor after them, since when.
+        self._pending: List[pa.RecordBatch] = []
+        self._pending_cursor = None
+        self._pending_since = 0.0
+        self._pending_lock = threading.Lock()
         self.metrics.set(queue_bytes=self.queue.bytes())
 
     # --- the reader ---
@@ -355,38 +360,59 @@ class Delivery:
                 batch_size=self.batch_events,
                 **self.read_options,
             )
-            pending: List[pa.RecordBatch] = []
-            rows, started = 0, time.monotonic()
             self._page_size = walcdc.open_log(self.source).header()["page_size"]
             for batch in stream:
-                self._read_at = stream.cursor.position or self._read_at
+                at = stream.cursor
+                self._read_at = at.position or self._read_at
                 self.metrics.add(events_read=batch.num_rows)
-                if batch.num_rows:
-                    pending.append(batch)
-                    rows += batch.num_rows
-                # Batches of the stream end at transaction ends only when the stream flushes
-                # (a poll's end) or fills; queue whole batches of it.
-                if rows >= self.batch_events or time.monotonic() - started >= self.batch_delay:
-                    self._enqueue(pending, rows, stream.cursor.to_json())
-                    pending, rows, started = [], 0, time.monotonic()
+                with self._pending_lock:
+                    if batch.num_rows:
+                        if not self._pending:
+                            self._pending_since = time.monotonic()
+                        self._pending.append(batch)
+                    self._pending_cursor = at
+                    # Batches of the stream end at transaction ends only when the stream
+                    # flushes (a poll's end) or fills; queue whole batches of it.
+                    self._flush(due_only=True)
                 if self._stop.is_set():
                     break
-            if pending:
-                self._enqueue(pending, rows, stream.cursor.to_json())
-            else:
-                self.queue.save_cursor(stream.cursor.to_json())
+            with self._pending_lock:
+                self._flush(due_only=False)
         except BaseException as exc:  # surfaced by run()
             self._error = exc
             self._stop.set()
         finally:
             self._reader_done.set()
 
+    def _flush(self, due_only: bool) -> None:
+        """Queues the pending stream batches with the cursor after them: all of them, or only
+        once they hold ``batch_events`` or waited ``batch_delay`` seconds. The caller holds
+        ``_pending_lock`` (batches are queued in the order read)."""
+        rows = sum(b.num_rows for b in self._pending)
+        waited = time.monotonic() - self._pending_since
+        if due_only and rows < self.batch_events and (not rows or waited < self.batch_delay):
+            return
+        if self._pending_cursor is None:
+            return
+        cursor = self._pending_cursor.to_json()
+        if rows:
+            self._enqueue(self._pending, rows, cursor)
+        else:
+            self.queue.save_cursor(cursor)
+        self._pending, self._pending_cursor = [], None
+
+    def _flush_due(self) -> None:
+        """From the sender when it has nothing to send: a following stream gives no batch while
+        the log is quiet, so the reader would hold the last events read until the next ones."""
+        if self._pending_lock.acquire(blocking=False):  # the reader may be waiting for room
+            try:
+                self._flush(due_only=True)
+            finally:
+                self._pending_lock.release()
+
     def _enqueue(self, batches: List[pa.RecordBatch], rows: int, cursor: str) -> None:
         while self.queue.bytes() >= self.queue_max_bytes and not self._stop.is_set():
             self._stop.wait(0.05)  # backpressure: the log keeps what is not read yet
-        if not rows:
-            self.queue.save_cursor(cursor)
-            return
         first, last = _event_position(batches[0], 0), _event_position(batches[-1], -1)
         key = "-".join(f"{L.format_lsa(c)}:{L.format_lsa(e)}" for c, e in (first, last))
         when = _event_time(batches[-1], -1)
@@ -402,6 +428,7 @@ class Delivery:
             if item is None:
                 if self._reader_done.is_set() or self._stop.is_set():
                     return
+                self._flush_due()
                 time.sleep(0.01)
                 continue
             batch_id, key, last, when, events, body, tries = item
