@@ -47,11 +47,13 @@ def _log(directory: Path, transactions: int = 120) -> list:
 
 class Receiver:
     """An HTTP endpoint on 127.0.0.1 whose answers a test scripts: ``plan`` is a list of
-    actions for the next requests (``"ok"``, an HTTP status, ``("sleep", s)``), then ``"ok"``."""
+    actions for the next requests (``"ok"``, an HTTP status, ``("sleep", s)``, ``("status",
+    code, headers)``), then ``"ok"``."""
 
     def __init__(self, port: int = 0):
         self.requests: list = []  # (headers, body) of every request answered 2xx
         self.seen = 0
+        self.times: list = []  # when each request came (time.monotonic())
         self.plan: list = []
         self.lock = threading.Lock()
         outer = self
@@ -63,16 +65,22 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 with outer.lock:
                     outer.seen += 1
+                    outer.times.append(time.monotonic())
                     action = outer.plan.pop(0) if outer.plan else "ok"
-                if isinstance(action, tuple):
+                headers: dict = {}
+                if isinstance(action, tuple) and action[0] == "sleep":
                     time.sleep(action[1])
                     action = "ok"
+                elif isinstance(action, tuple):
+                    _, action, headers = action
                 status = 200 if action == "ok" else action
                 if status == 200:
                     with outer.lock:
                         outer.requests.append((dict(self.headers), body))
                 try:
                     self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                 except OSError:
@@ -113,15 +121,25 @@ def _deliver(source, url, state, **kw) -> Delivery:
 
 
 def _run(delivery: Delivery, limit: float = 60):
-    """Runs a delivery on a thread, stopped after ``limit`` seconds at most."""
+    """Runs a delivery on a thread, stopped after ``limit`` seconds at most; its metrics, or
+    what it raised."""
     out: dict = {}
-    t = threading.Thread(target=lambda: out.setdefault("m", delivery.run()))
+
+    def run():
+        try:
+            out["m"] = delivery.run()
+        except BaseException as exc:
+            out["error"] = exc
+
+    t = threading.Thread(target=run)
     t.start()
     t.join(limit)
     if t.is_alive():
         delivery.stop()
         t.join(10)
         raise AssertionError("the delivery did not finish in time")
+    if "error" in out:
+        raise out["error"]
     return out.get("m")
 
 
@@ -221,12 +239,88 @@ def test_an_endpoint_that_goes_away_and_comes_back(tmp_path):
             later["r"].close()
 
 
-def test_a_batch_is_dropped_after_max_tries(tmp_path, receiver):
-    lsas = _log(tmp_path / "log", 20)
-    receiver.plan = [500] * 1000
-    metrics = _run(_deliver(tmp_path / "log", receiver.url, tmp_path / "state", max_tries=2))
-    assert receiver.requests == [] and metrics.events_dropped == len(lsas)
-    assert metrics.batches_dropped >= 1 and metrics.retries == 2 * metrics.batches_dropped
+def test_a_failing_endpoint_never_drops_by_default(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 40)
+    receiver.plan = [503] * 30 + [500] * 10  # more failures in a row than any try limit
+    metrics = _run(_deliver(tmp_path / "log", receiver.url, tmp_path / "state", max_backoff=0.05))
+    assert _without_repeats(receiver) == lsas
+    assert metrics.batches_dropped == metrics.events_dropped == 0 and metrics.retries == 40
+
+
+def test_retry_after_is_honored(tmp_path, receiver):
+    _log(tmp_path / "log", 5)
+    receiver.plan = [("status", 429, {"Retry-After": "1"}), ("status", 503, {"Retry-After": "0"})]
+    _run(_deliver(tmp_path / "log", receiver.url, tmp_path / "state", batch_events=1000))
+    first, second, third = receiver.times[:3]
+    assert second - first >= 0.95  # not the 0.05 s backoff
+    assert third - second < 0.5
+
+
+@pytest.mark.parametrize(
+    "answer, said",
+    [
+        (("status", 307, {"Location": "http://127.0.0.1:1/elsewhere"}), "redirect"),
+        (404, "HTTP 404"),
+        (422, "HTTP 422"),
+    ],
+)
+def test_a_configuration_error_stops_at_once_and_loses_nothing(tmp_path, receiver, answer, said):
+    lsas = _log(tmp_path / "log", 60)
+    receiver.plan = [answer] * 100
+    delivery = _deliver(tmp_path / "log", receiver.url, tmp_path / "state", batch_events=20)
+    with pytest.raises(walcdc.OutputError, match=said):
+        _run(delivery)
+    assert receiver.seen == 1 and delivery.metrics.batches_dropped == 0
+    queue = DeliveryQueue(str(tmp_path / "state" / "queue.sqlite"))
+    assert len(queue) >= 1 and queue.cursor is not None and queue.watermark is None
+    # Fixed: the next run sends everything, once, in order.
+    receiver.plan = []
+    _run(_deliver(tmp_path / "log", receiver.url, tmp_path / "state", batch_events=20))
+    assert [e["lsa"] for e in receiver.events()] == lsas
+
+
+def test_stopped_while_the_endpoint_fails_keeps_the_queue(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 30)
+    receiver.plan = [503] * 10_000
+    delivery = _deliver(tmp_path / "log", receiver.url, tmp_path / "state", idle_timeout=None)
+    threading.Timer(1.0, delivery.stop).start()
+    metrics = _run(delivery)
+    assert "HTTP 503" in delivery.failure and receiver.seen >= 3
+    assert metrics.batches_dropped == 0 and metrics.events_queued == len(lsas)
+    assert len(DeliveryQueue(str(tmp_path / "state" / "queue.sqlite"))) >= 1
+
+
+def test_dead_letter_keeps_what_it_drops(tmp_path, receiver, caplog):
+    lsas = _log(tmp_path / "log", 60)
+    # The first batch is refused (4xx), the second keeps failing (5xx) past max_tries.
+    receiver.plan = [422, 500, 500]
+    dead = tmp_path / "dead"
+    metrics = _run(
+        _deliver(
+            tmp_path / "log",
+            receiver.url,
+            tmp_path / "state",
+            batch_events=20,
+            max_tries=2,
+            dead_letter=str(dead),
+        )
+    )
+    metas = sorted(dead.glob("*.meta.json"))
+    assert len(metas) == 2 == metrics.batches_dropped
+    set_aside = []
+    for meta_file in metas:
+        meta = json.loads(meta_file.read_text())
+        body = (dead / meta_file.name.replace(".meta.json", ".json")).read_bytes()
+        assert meta["headers"]["Idempotency-Key"] == meta["idempotency_key"]
+        assert meta["events"] == len(json.loads(body)) and meta["reason"].startswith("HTTP")
+        set_aside.append((meta["tries"], [e["lsa"] for e in json.loads(body)]))
+    (tries_a, a), (tries_b, b) = sorted(set_aside, key=lambda t: t[1][0])
+    assert (tries_a, tries_b) == (1, 2)
+    assert a + b + [e["lsa"] for e in receiver.events()] == lsas
+    assert metrics.events_dropped == len(a) + len(b)
+    queue = DeliveryQueue(str(tmp_path / "state" / "queue.sqlite"))
+    assert metrics.queue_bytes == queue.bytes() == 0
+    assert sum("set aside" in r.getMessage() for r in caplog.records) == 2
 
 
 def test_the_queue_stays_under_its_cap_while_the_endpoint_is_down(tmp_path, receiver):
@@ -259,24 +353,28 @@ def test_the_queue_stays_under_its_cap_while_the_endpoint_is_down(tmp_path, rece
     assert delivery.metrics.events_read <= 200 < len(lsas)
 
 
-def test_kill_9_mid_delivery_then_restart_loses_nothing(tmp_path, receiver):
-    lsas = _log(tmp_path / "log", 300)
-    receiver.plan = [("sleep", 0.05)] * 10_000
-    cmd = [
+def _cli(log, url, state, *args) -> list:
+    """The ``walcdc deliver`` command line (run as a subprocess)."""
+    return [
         sys.executable,
         "-m",
         "walcdc.cli",
         "deliver",
-        str(tmp_path / "log"),
+        str(log),
         "--webhook",
-        receiver.url,
+        url,
         "--state",
-        str(tmp_path / "state"),
-        "--batch-events",
-        "25",
+        str(state),
         "--poll-interval",
         "0.05",
+        *args,
     ]
+
+
+def test_kill_9_mid_delivery_then_restart_loses_nothing(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 300)
+    receiver.plan = [("sleep", 0.05)] * 10_000
+    cmd = _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--batch-events", "25")
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while len(receiver.requests) < 5:
@@ -293,6 +391,42 @@ def test_kill_9_mid_delivery_then_restart_loses_nothing(tmp_path, receiver):
     assert len(keys) - len(set(keys)) <= 1
 
 
+def test_cli_a_redirect_is_one_error_line_and_a_rerun_resumes(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 60)
+    receiver.plan = [("status", 307, {"Location": "https://example.com/new"})] * 100
+    cmd = _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--idle-timeout", "0.5")
+    r = subprocess.run(cmd + ["--batch-events", "20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 4 and receiver.seen == 1, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("walcdc: error:")]
+    assert len(errors) == 1 and "307" in errors[0] and "https://example.com/new" in errors[0]
+    receiver.plan = []
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [e["lsa"] for e in receiver.events()] == lsas
+
+
+def test_cli_stopped_while_the_endpoint_fails_exits_non_zero(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 30)
+    receiver.plan = [503] * 10_000
+    proc = subprocess.Popen(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state"), stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 30
+    while receiver.seen < 2:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 4 and "walcdc: error:" in err and "HTTP 503" in err, err
+    receiver.plan = []
+    r = subprocess.run(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--idle-timeout", "0.5"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and [e["lsa"] for e in receiver.events()] == lsas
+
+
 def test_sign_matches_the_standard_webhooks_example():
     # From the Standard Webhooks specification's test vector.
     secret = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
@@ -307,6 +441,9 @@ def test_refused_arguments(tmp_path):
     _log(tmp_path / "log", 2)
     with pytest.raises(walcdc.InvalidArgumentError):
         _deliver(tmp_path / "log", "http://127.0.0.1:1/x", tmp_path / "s", max_tries=0)
+    # A try limit drops batches: only with somewhere to keep them.
+    with pytest.raises(walcdc.InvalidArgumentError, match="dead_letter"):
+        _deliver(tmp_path / "log", "http://127.0.0.1:1/x", tmp_path / "s", max_tries=3)
 
 
 def _certificates(d: Path) -> None:
@@ -377,19 +514,12 @@ def test_https_with_a_private_ca_and_client_certificates(tmp_path):
     receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
     url = f"https://127.0.0.1:{receiver.port}/hook"
     try:
-        # Without a client certificate the handshake fails: retried, then dropped.
-        sender = WebhookSender(url, ca_file=str(certs / "ca.pem"), timeout=2)
-        metrics = _run(
-            Delivery(
-                tmp_path / "log",
-                sender,
-                str(tmp_path / "s1"),
-                max_tries=1,
-                idle_timeout=0.5,
-                poll_interval=0.05,
-            )
-        )
-        assert receiver.requests == [] and metrics.events_dropped == len(lsas)
+        # The endpoint's CA not given: its certificate is refused, the delivery stops at once
+        # and keeps its queue.
+        sender = WebhookSender(url, timeout=2)
+        with pytest.raises(walcdc.OutputError, match="certificate"):
+            _run(Delivery(tmp_path / "log", sender, str(tmp_path / "s"), idle_timeout=0.5))
+        assert receiver.requests == []
         sender = WebhookSender(
             url,
             ca_file=str(certs / "ca.pem"),
@@ -399,10 +529,10 @@ def test_https_with_a_private_ca_and_client_certificates(tmp_path):
         )
         _run(
             Delivery(
-                tmp_path / "log", sender, str(tmp_path / "s2"), idle_timeout=0.5, poll_interval=0.05
+                tmp_path / "log", sender, str(tmp_path / "s"), idle_timeout=0.5, poll_interval=0.05
             )
         )
-        assert _without_repeats(receiver) == lsas
+        assert [e["lsa"] for e in receiver.events()] == lsas
     finally:
         receiver.close()
 

@@ -638,10 +638,17 @@ def follow(
     "--batch-delay", default=0.5, show_default=True, help="Seconds a batch waits to fill."
 )
 @click.option(
+    "--dead-letter",
+    type=click.Path(file_okay=False),
+    help="Set aside instead of stopping: a batch the endpoint refuses (a 4xx but 401, 403, "
+    "404, 405) is written to DIR (body, headers, reason) and dropped from the queue.",
+)
+@click.option(
     "--max-tries",
-    default=10,
+    default=0,
     show_default=True,
-    help="Tries before a batch is dropped (logged, counted); 0: retry forever.",
+    help="With --dead-letter: a batch still failing after N tries goes there too; 0: retry "
+    "forever.",
 )
 @click.option(
     "--queue-max-mb", default=256, show_default=True, help="Queue size at which reading waits."
@@ -678,6 +685,7 @@ def deliver(
     state_dir,
     batch_events,
     batch_delay,
+    dead_letter,
     max_tries,
     queue_max_mb,
     timeout,
@@ -694,8 +702,12 @@ def deliver(
 ) -> None:
     """Follows a live log and POSTs its committed events to a webhook, through a durable queue
     (at least once: after a crash the batch in flight may be sent again, with the same
-    Idempotency-Key). Stops cleanly on SIGINT or SIGTERM; what is queued is sent by the next
-    run. Metrics are printed at the end (and served with --metrics-port)."""
+    Idempotency-Key). Transient failures (connection errors, timeouts, 5xx, 408, 429) are
+    retried forever, with backoff; a configuration error (the endpoint's certificate refused,
+    a redirect, another 4xx) stops at once. Nothing is dropped unless --dead-letter says where
+    to keep it. Stops on SIGINT or SIGTERM; what is queued is sent by the next run (the exit
+    status is 4 if the endpoint was failing). Metrics are printed at the end (and served with
+    --metrics-port)."""
     import signal
 
     from walcdc.deliver import Delivery, WebhookSender, serve_metrics
@@ -719,6 +731,7 @@ def deliver(
         batch_events=batch_events,
         batch_delay=batch_delay,
         max_tries=max_tries or None,
+        dead_letter=dead_letter,
         queue_max_bytes=queue_max_mb << 20,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
@@ -735,6 +748,12 @@ def deliver(
             server.shutdown()
     for k, v in metrics.snapshot().items():
         click.echo(f"{k}: {v}", err=True)
+    if delivery.failure is not None:
+        queued = len(delivery.queue)
+        raise OutputError(
+            f"stopped while webhook {sender.endpoint} was failing ({delivery.failure}): "
+            f"{queued} batch(es) stay queued for the next run"
+        )
 
 
 @main.command()

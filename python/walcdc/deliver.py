@@ -19,9 +19,14 @@ durable queue between the reader and the sender (``walcdc deliver``).
   batch's first and last events) and, with a secret, Standard Webhooks signing
   (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``). Only a 2xx is success: the
   batch leaves the queue and the high watermark (its last commit LSA) is saved, in one
-  transaction. Anything else is retried with
-  exponential backoff and jitter; after ``max_tries`` the batch is dropped (logged and counted),
-  or never with ``max_tries=None``.
+  transaction. A transient failure (connection error, timeout, 5xx, 408, 429) is retried with
+  capped exponential backoff and jitter (honoring ``Retry-After``), forever: a batch is never
+  dropped by default. A configuration error (the endpoint's certificate refused, a redirect, a
+  4xx other than 408 and 429) stops the delivery at once (:class:`~walcdc.OutputError`), the
+  queue and cursor kept for a run after the fix. With ``dead_letter`` (a directory), a batch
+  the endpoint refuses (a 4xx, but 401, 403, 404 and 405, which concern every batch) and, with
+  ``max_tries``, a batch still failing after that many tries is written there (body and
+  metadata) and dropped from the queue (logged and counted).
 - **Guarantee**: at least once. A crash after a POST succeeded and before its batch left the
   queue sends that batch again: duplicates are whole batches, at most the one in flight, and
   carry the same idempotency key.
@@ -34,6 +39,7 @@ import contextlib
 import hashlib
 import hmac
 import http.client
+import json
 import logging
 import os
 import random
@@ -43,16 +49,21 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import pyarrow as pa
 
 from walcdc import lsa as L
-from walcdc.errors import InvalidArgumentError
+from walcdc.errors import InvalidArgumentError, OutputError
 
 __all__ = ["Delivery", "DeliveryQueue", "Metrics", "WebhookSender", "sign"]
 
 log = logging.getLogger("walcdc.deliver")
+
+#: Statuses that concern every batch (the URL or its credentials are wrong), never set aside.
+ENDPOINT_STATUSES = frozenset({401, 403, 404, 405})
+#: The longest ``Retry-After`` honored: a broken value must not park the delivery for days.
+RETRY_AFTER_CAP = 3600.0
 
 
 def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
@@ -208,10 +219,22 @@ class DeliveryQueue:
         return int(self._db().execute("SELECT COUNT(*) FROM batches").fetchone()[0])
 
 
+class Reply(NamedTuple):
+    """An endpoint's answer: status, reason phrase, ``Retry-After`` (seconds) and ``Location``
+    if it said so, and the start of its body."""
+
+    status: int
+    reason: str = ""
+    retry_after: Optional[float] = None
+    location: Optional[str] = None
+    body: bytes = b""
+
+
 class WebhookSender:
     """POSTs batches to ``url`` (http or https; ``ca_file`` for a private CA, ``cert_file`` /
     ``key_file`` for mutual TLS), with a timeout and Standard Webhooks signing when a secret is
-    given. :meth:`send` returns the HTTP status, or raises ``OSError`` on a network failure."""
+    given. :meth:`send` returns the :class:`Reply`, or raises ``OSError`` (or
+    ``http.client.HTTPException``) on a network failure."""
 
     def __init__(
         self,
@@ -227,6 +250,8 @@ class WebhookSender:
         if u.scheme not in ("http", "https") or not u.hostname:
             raise InvalidArgumentError(f"webhook: {url!r} is not an http(s) URL")
         self.url, self.secret, self.timeout = url, secret, timeout
+        #: The endpoint as messages name it.
+        self.endpoint = f"{u.scheme}://{u.netloc}{u.path}"
         self._https = u.scheme == "https"
         self._host, self._port = u.hostname, u.port
         self._path = (u.path or "/") + (f"?{u.query}" if u.query else "")
@@ -249,7 +274,8 @@ class WebhookSender:
                 )
         return self._conn
 
-    def send(self, body: bytes, key: str) -> int:
+    def headers(self, body: bytes, key: str) -> Dict[str, str]:
+        """The headers of a batch's request."""
         headers = {"Content-Type": "application/json", "Idempotency-Key": key}
         if self.secret is not None:
             ts = int(time.time())
@@ -260,14 +286,23 @@ class WebhookSender:
                     "webhook-signature": sign(self.secret, key, ts, body),
                 }
             )
+        return headers
+
+    def send(self, body: bytes, key: str) -> Reply:
         conn = self._connection()
         try:
-            conn.request("POST", self._path, body=body, headers=headers)
+            conn.request("POST", self._path, body=body, headers=self.headers(body, key))
             resp = conn.getresponse()
-            resp.read()
+            data = resp.read()
             if resp.getheader("connection", "").lower() == "close":
                 self.close()
-            return resp.status
+            return Reply(
+                resp.status,
+                resp.reason,
+                _retry_after(resp.getheader("retry-after")),
+                resp.getheader("location"),
+                data[:200],
+            )
         except BaseException:
             self.close()  # a fresh connection for the next try
             raise
@@ -276,6 +311,37 @@ class WebhookSender:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """A ``Retry-After`` header in seconds (it is seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        import email.utils
+
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError):
+            return None
+    return min(max(seconds, 0.0), RETRY_AFTER_CAP)
+
+
+def _write_durably(path: str, data: bytes) -> None:
+    """Writes a file whole or not at all: a temporary file, synced, renamed into place."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _batch_body(batches: List[pa.RecordBatch]) -> bytes:
@@ -298,7 +364,9 @@ class Delivery:
     """``walcdc deliver``: follows the log at ``source`` and delivers its committed events to
     a webhook through a durable queue in ``state_dir`` (see the module docs). :meth:`run`
     blocks until :meth:`stop` (or, with ``idle_timeout``, until the log was quiet that long and
-    the queue is empty)."""
+    the queue is empty); it raises :class:`~walcdc.OutputError` at a configuration error.
+    :attr:`failure` says why the last try failed while the endpoint is failing (None once a
+    batch went through): a delivery stopped while it is set left batches undelivered."""
 
     def __init__(
         self,
@@ -308,7 +376,8 @@ class Delivery:
         *,
         batch_events: int = 1000,
         batch_delay: float = 0.5,
-        max_tries: Optional[int] = 10,
+        max_tries: Optional[int] = None,
+        dead_letter: Optional[str] = None,
         backoff: float = 0.5,
         max_backoff: float = 60.0,
         queue_max_bytes: int = 256 << 20,
@@ -321,7 +390,15 @@ class Delivery:
             raise InvalidArgumentError("batch_events, batch_delay and queue_max_bytes: positive")
         if max_tries is not None and max_tries < 1:
             raise InvalidArgumentError("max_tries must be at least 1 (or None: forever)")
+        if max_tries is not None and dead_letter is None:
+            raise InvalidArgumentError(
+                "max_tries drops batches: give dead_letter= (a directory) to keep them",
+                cli_message="--max-tries drops batches: give --dead-letter DIR to keep them",
+            )
         os.makedirs(state_dir, exist_ok=True)
+        if dead_letter is not None:
+            os.makedirs(dead_letter, exist_ok=True)
+        self.dead_letter = dead_letter
         self.source, self.sender = source, sender
         self.queue = DeliveryQueue(os.path.join(state_dir, "queue.sqlite"))
         self.batch_events, self.batch_delay = batch_events, batch_delay
@@ -330,6 +407,7 @@ class Delivery:
         self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
         self.envelope, self.read_options = envelope, dict(read_options or {})
         self.metrics = Metrics()
+        self.failure: Optional[str] = None
         self._stop = threading.Event()
         self._reader_done = threading.Event()
         self._stream = None
@@ -423,22 +501,18 @@ class Delivery:
     # --- the sender ---
 
     def _send_loop(self) -> None:
-        while True:
+        while not self._stop.is_set():
             item = self.queue.oldest()
             if item is None:
-                if self._reader_done.is_set() or self._stop.is_set():
+                if self._reader_done.is_set():
                     return
                 self._flush_due()
-                time.sleep(0.01)
+                self._stop.wait(0.01)
                 continue
             batch_id, key, last, when, events, body, tries = item
-            try:
-                status = self.sender.send(body, key)
-                ok = 200 <= status < 300
-                why = f"HTTP {status}"
-            except OSError as exc:
-                ok, why = False, f"{type(exc).__name__}: {exc}"
-            if ok:
+            verdict, why, retry_after = self._try(body, key)
+            if verdict == "ok":
+                self.failure = None
                 self.queue.acknowledge(batch_id, last)
                 self.metrics.add(events_delivered=events, batches_delivered=1)
                 self.metrics.set(
@@ -447,17 +521,87 @@ class Delivery:
                     lag_bytes=max(0, self._log_bytes(self._read_at) - self._log_bytes(last)),
                 )
                 continue
+            if verdict == "stop" or (verdict == "refused" and self.dead_letter is None):
+                raise OutputError(
+                    f"webhook {self.sender.endpoint}: {why}; nothing was dropped: the queue "
+                    "and cursor are kept, a run after the fix sends them",
+                    file=self.sender.endpoint,
+                )
+            self.failure = why
             tries = self.queue.count_try(batch_id)
-            self.metrics.add(retries=1)
-            if self.max_tries is not None and tries >= self.max_tries:
-                log.error("batch %s dropped after %d tries (%s)", key, tries, why)
-                self.queue.drop(batch_id)
-                self.metrics.add(batches_dropped=1, events_dropped=events)
+            if verdict == "refused" or (self.max_tries is not None and tries >= self.max_tries):
+                self._set_aside(item, tries, why)
                 continue
-            delay = min(self.max_backoff, self.backoff * 2 ** (tries - 1))
+            self.metrics.add(retries=1)
+            # Capped exponential backoff with jitter; the exponent capped too (2.0 ** 1100
+            # overflows, and retrying forever gets there).
+            delay = min(self.max_backoff, self.backoff * 2.0 ** min(tries - 1, 60))
+            delay *= random.uniform(0.5, 1.0)
+            if retry_after is not None:
+                delay = max(delay, retry_after)
             log.warning("batch %s: %s; try %d again in %.2f s", key, why, tries + 1, delay)
-            if self._stop.wait(delay * random.uniform(0.5, 1.0)):  # jitter
-                return
+            self._stop.wait(delay)
+
+    def _try(self, body: bytes, key: str) -> Tuple[str, str, Optional[float]]:
+        """Sends a batch once: ``(verdict, why, retry_after)``, the verdict ``"ok"``, ``"retry"``
+        (a transient failure), ``"refused"`` (this batch refused) or ``"stop"`` (a
+        configuration error)."""
+        try:
+            reply = self.sender.send(body, key)
+        except ssl.SSLCertVerificationError as exc:
+            return (
+                "stop",
+                f"its TLS certificate was refused ({exc.verify_message}): give its CA (--ca) or "
+                "fix its certificate",
+                None,
+            )
+        except (OSError, http.client.HTTPException) as exc:
+            return "retry", f"{type(exc).__name__}: {exc}", None
+        status = reply.status
+        said = f"HTTP {status} {reply.reason}".rstrip()
+        if reply.body.strip():
+            said += f" ({reply.body.decode('utf-8', 'replace').strip().splitlines()[0]})"
+        if 200 <= status < 300:
+            return "ok", said, None
+        if 300 <= status < 400:
+            to = f" to {reply.location}" if reply.location else ""
+            return "stop", f"{said}, a redirect{to}: give the final URL (--webhook)", None
+        if status in ENDPOINT_STATUSES:
+            return "stop", f"{said}: check the URL and its credentials", None
+        if 400 <= status < 500 and status not in (408, 429):
+            return "refused", f"{said}: the endpoint refused the batch", None
+        return "retry", said, reply.retry_after
+
+    def _set_aside(self, item, tries: int, why: str) -> None:
+        """Writes a batch to the dead-letter directory, then drops it from the queue."""
+        batch_id, key, last, when, events, body, _ = item
+        assert self.dead_letter is not None
+        name = os.path.join(self.dead_letter, key.replace("|", ".").replace(":", "_"))
+        meta = {
+            "idempotency_key": key,
+            "endpoint": self.sender.endpoint,
+            "reason": why,
+            "tries": tries,
+            "events": events,
+            "last_commit_lsa": last,
+            "last_commit_lsa_text": L.format_lsa(last),
+            "last_commit_time": when,
+            "set_aside_at": time.time(),
+            "headers": self.sender.headers(body, key),
+        }
+        _write_durably(name + ".json", body)
+        _write_durably(name + ".meta.json", json.dumps(meta, indent=1).encode())
+        self.queue.drop(batch_id)
+        self.metrics.add(batches_dropped=1, events_dropped=events)
+        self.metrics.set(queue_bytes=self.queue.bytes())
+        log.error(
+            "batch %s (%d events) set aside in %s after %d tries: %s",
+            key,
+            events,
+            self.dead_letter,
+            tries,
+            why,
+        )
 
     def _log_bytes(self, lsa_key: int) -> int:
         """An LSA as a byte position in the log (for the lag in bytes)."""
