@@ -12,6 +12,7 @@ import hmac
 import json
 import shutil
 import signal
+import socketserver
 import ssl
 import subprocess
 import sys
@@ -101,6 +102,70 @@ class Receiver:
         return [e for _, body in self.requests for e in json.loads(body)]
 
     def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Dripper:
+    """A TCP endpoint on 127.0.0.1 that reads a request, then answers slowly or at length:
+    ``mode`` ``"headers"`` drips the status line and headers, one byte every ``every``
+    seconds; ``"body"`` sends the headers of a 200, then drips the body; ``"huge"`` sends a 200
+    with a 1 GiB Content-Length and its zeros as fast as they are taken, ``cap`` bytes at most.
+    Every answer ends after ``limit`` seconds or at :meth:`close`. ``sent``: bytes sent."""
+
+    def __init__(self, mode: str, every: float = 0.2, limit: float = 30, cap: int = 64 << 20):
+        self.sent = 0
+        self.requests = 0
+        self.closing = threading.Event()
+        outer = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                data = b""
+                while b"\r\n\r\n" not in data and len(data) < 65536:
+                    chunk = self.request.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, body = data.split(b"\r\n\r\n", 1)
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(body) < length:
+                    body += self.request.recv(65536)
+                outer.requests += 1
+                end = time.monotonic() + limit
+                status = b"HTTP/1.1 200 OK\r\n"
+                try:
+                    if mode == "huge":
+                        self.request.sendall(status + b"Content-Length: %d\r\n\r\n" % (1 << 30))
+                        zeros = bytes(65536)
+                        while outer.sent < cap and time.monotonic() < end:
+                            self.request.sendall(zeros)
+                            outer.sent += len(zeros)
+                        outer.closing.wait(max(0.0, end - time.monotonic()))
+                        return
+                    if mode == "body":
+                        self.request.sendall(status + b"Content-Length: 1000\r\n\r\n")
+                        drip = b"x" * 1000
+                    else:
+                        drip = status + b"Content-Length: 0\r\n\r\n"
+                    for byte in drip:
+                        if outer.closing.wait(every) or time.monotonic() > end:
+                            return
+                        self.request.sendall(bytes([byte]))
+                        outer.sent += 1
+                except OSError:
+                    pass  # the client gave up
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -425,6 +490,84 @@ def test_cli_stopped_while_the_endpoint_fails_exits_non_zero(tmp_path, receiver)
         timeout=60,
     )
     assert r.returncode == 0 and [e["lsa"] for e in receiver.events()] == lsas
+
+
+def _send_in_time(sender: WebhookSender, limit: float) -> dict:
+    """``sender.send`` on a thread: its reply or error and how long it took; fails if it takes
+    longer than ``limit`` seconds."""
+    out: dict = {}
+
+    def send():
+        t = time.monotonic()
+        try:
+            out["reply"] = sender.send(b"[]", "key")
+        except Exception as exc:
+            out["error"] = exc
+        out["seconds"] = time.monotonic() - t
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert not thread.is_alive(), f"the request took longer than {limit} s"
+    return out
+
+
+@pytest.mark.parametrize("mode", ["headers", "body"])
+def test_the_whole_request_is_bounded_by_the_timeout(mode):
+    # A byte every 0.2 s keeps every read under the 1 s timeout: the request as a whole is not.
+    dripper = Dripper(mode)
+    try:
+        out = _send_in_time(WebhookSender(dripper.url, timeout=1.0), limit=6)
+    finally:
+        dripper.close()
+    assert out["seconds"] < 2.5 and dripper.sent >= 2
+    if mode == "headers":
+        assert isinstance(out["error"], TimeoutError)
+    else:  # the status came: the answer, whatever the body does
+        assert out["reply"].status == 200
+
+
+def test_a_huge_response_body_is_not_read():
+    dripper = Dripper("huge")
+    try:
+        out = _send_in_time(WebhookSender(dripper.url, timeout=5.0), limit=10)
+    finally:
+        dripper.close()
+    assert out["reply"].status == 200
+    # What the client took is its read cap and the socket buffers, not the 1 GiB.
+    assert dripper.sent < 32 << 20
+
+
+def test_sigterm_stops_a_delivery_stuck_on_a_dripping_receiver(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 60)
+    dripper = Dripper("headers", every=0.5, limit=60)
+    try:
+        proc = subprocess.Popen(
+            _cli(tmp_path / "log", dripper.url, tmp_path / "state", "--timeout", "60"),
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while dripper.sent < 3:  # stuck in the first request
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        try:
+            proc.wait(timeout=5)
+        finally:
+            proc.kill()
+            err = proc.stderr.read().decode()
+        assert time.monotonic() - stopped < 5 and "Traceback" not in err, err
+    finally:
+        dripper.close()
+    # Nothing was acknowledged: the next run sends every event, once, in order.
+    r = subprocess.run(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--idle-timeout", "0.5"),
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert [e["lsa"] for e in receiver.events()] == lsas
 
 
 def test_sign_matches_the_standard_webhooks_example():

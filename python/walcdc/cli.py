@@ -738,12 +738,26 @@ def deliver(
         envelope=envelope,
         read_options=dict(tables=list(tables) or None, ops=list(ops) or None),
     )
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: delivery.stop())
+    stopping: List[int] = []
+
+    def on_signal(signum, frame):
+        # An exception in the main thread ends whatever it waits for (a request, a backoff, a
+        # connect); run() then stops the reader and keeps the queue. Only the first signal.
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
+
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     server = serve_metrics(delivery.metrics, metrics_port) if metrics_port else None
     try:
         metrics = delivery.run()
+    except KeyboardInterrupt:
+        if not stopping:
+            raise
+        metrics = delivery.metrics
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         if server is not None:
             server.shutdown()
     for k, v in metrics.snapshot().items():
@@ -754,6 +768,8 @@ def deliver(
             f"stopped while webhook {sender.endpoint} was failing ({delivery.failure}): "
             f"{queued} batch(es) stay queued for the next run"
         )
+    if stopping:
+        click.echo(f"stopped; {len(delivery.queue)} batch(es) queued for the next run", err=True)
 
 
 @main.command()

@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import random
+import socket
 import sqlite3
 import ssl
 import threading
@@ -64,6 +65,10 @@ log = logging.getLogger("walcdc.deliver")
 ENDPOINT_STATUSES = frozenset({401, 403, 404, 405})
 #: The longest ``Retry-After`` honored: a broken value must not park the delivery for days.
 RETRY_AFTER_CAP = 3600.0
+#: Bytes of a response body read at most: the status is the answer, the rest is not read.
+REPLY_BODY_CAP = 64 << 10
+#: Seconds a stopped delivery waits for its reader to end (it may be deep in a long walk).
+STOP_GRACE = 3.0
 
 
 def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
@@ -234,7 +239,9 @@ class WebhookSender:
     """POSTs batches to ``url`` (http or https; ``ca_file`` for a private CA, ``cert_file`` /
     ``key_file`` for mutual TLS), with a timeout and Standard Webhooks signing when a secret is
     given. :meth:`send` returns the :class:`Reply`, or raises ``OSError`` (or
-    ``http.client.HTTPException``) on a network failure."""
+    ``http.client.HTTPException``) on a network failure. The whole request (connect, send,
+    the answer's headers and at most :data:`REPLY_BODY_CAP` bytes of its body) takes
+    ``timeout`` seconds at most: a receiver that answers a byte at a time cannot hold it."""
 
     def __init__(
         self,
@@ -261,6 +268,7 @@ class WebhookSender:
             if cert_file:
                 self._ssl.load_cert_chain(cert_file, key_file)
         self._conn: Optional[http.client.HTTPConnection] = None
+        self._attempt = 0  # the request in flight (its number), 0 for none
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
@@ -289,13 +297,27 @@ class WebhookSender:
         return headers
 
     def send(self, body: bytes, key: str) -> Reply:
-        conn = self._connection()
+        start = time.monotonic()
+        attempt = self._attempt = self._attempt + 1
+        # The socket timeout bounds each read, not their sum: at the deadline a timer shuts
+        # the connection down, which ends whatever the request waits for.
+        timer = threading.Timer(self.timeout, self._expire, (attempt,))
+        timer.daemon = True
+        timer.start()
         try:
+            conn = self._connection()
+            if conn.sock is None:
+                conn.connect()  # bounded by the socket timeout (no socket yet to shut down)
+            if time.monotonic() - start >= self.timeout:
+                raise TimeoutError(f"no connection in {self.timeout:g} s")
             conn.request("POST", self._path, body=body, headers=self.headers(body, key))
             resp = conn.getresponse()
-            data = resp.read()
-            if resp.getheader("connection", "").lower() == "close":
-                self.close()
+            try:
+                data = resp.read(REPLY_BODY_CAP)
+            except (OSError, http.client.HTTPException):
+                data = b""  # the status is the answer: a body cut short does not change it
+            if not resp.isclosed() or resp.getheader("connection", "").lower() == "close":
+                self.close()  # the rest of a long answer is not read: the connection goes
             return Reply(
                 resp.status,
                 resp.reason,
@@ -303,9 +325,29 @@ class WebhookSender:
                 resp.getheader("location"),
                 data[:200],
             )
-        except BaseException:
+        except BaseException as exc:
             self.close()  # a fresh connection for the next try
+            if isinstance(exc, Exception) and time.monotonic() - start >= self.timeout:
+                raise TimeoutError(f"no whole answer in {self.timeout:g} s") from exc
             raise
+        finally:
+            self._attempt = 0
+            timer.cancel()
+
+    def _expire(self, attempt: int) -> None:
+        if self._attempt == attempt:
+            self.abort()
+
+    def abort(self) -> None:
+        """Ends the request in flight (from any thread): its connection is shut down, and
+        :meth:`send` raises."""
+        conn = self._conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # closed already
 
     def close(self) -> None:
         if self._conn is not None:
@@ -465,7 +507,10 @@ class Delivery:
     def _flush(self, due_only: bool) -> None:
         """Queues the pending stream batches with the cursor after them: all of them, or only
         once they hold ``batch_events`` or waited ``batch_delay`` seconds. The caller holds
-        ``_pending_lock`` (batches are queued in the order read)."""
+        ``_pending_lock`` (batches are queued in the order read). Once stopped, nothing more is
+        queued: what was read is read again by the next run."""
+        if self._stop.is_set():
+            return
         rows = sum(b.num_rows for b in self._pending)
         waited = time.monotonic() - self._pending_since
         if due_only and rows < self.batch_events and (not rows or waited < self.batch_delay):
@@ -491,6 +536,8 @@ class Delivery:
     def _enqueue(self, batches: List[pa.RecordBatch], rows: int, cursor: str) -> None:
         while self.queue.bytes() >= self.queue_max_bytes and not self._stop.is_set():
             self._stop.wait(0.05)  # backpressure: the log keeps what is not read yet
+        if self._stop.is_set():
+            return  # stopped: read again by the next run
         first, last = _event_position(batches[0], 0), _event_position(batches[-1], -1)
         key = "-".join(f"{L.format_lsa(c)}:{L.format_lsa(e)}" for c, e in (first, last))
         when = _event_time(batches[-1], -1)
@@ -511,6 +558,8 @@ class Delivery:
                 continue
             batch_id, key, last, when, events, body, tries = item
             verdict, why, retry_after = self._try(body, key)
+            if verdict != "ok" and self._stop.is_set():
+                return  # cut short by stop(): the batch stays queued
             if verdict == "ok":
                 self.failure = None
                 self.queue.acknowledge(batch_id, last)
@@ -615,18 +664,21 @@ class Delivery:
             self._send_loop()
         finally:
             self.stop()
-            reader.join()
+            # A reader deep in a long walk is not waited for: once stopped it queues nothing
+            # more, and what it read is read again by the next run.
+            reader.join(STOP_GRACE)
             self.sender.close()
         if self._error is not None:
             raise self._error
         return self.metrics
 
     def stop(self) -> None:
-        """Stops reading and sending (from any thread or a signal handler); what is queued
-        stays queued for the next run."""
+        """Stops reading and sending (from any thread), cutting a request in flight short;
+        what is queued stays queued for the next run (the batch in flight included)."""
         self._stop.set()
         if self._stream is not None:
             self._stream.close()
+        self.sender.abort()
 
 
 def _event_time(batch: pa.RecordBatch, i: int) -> Optional[float]:
