@@ -570,6 +570,32 @@ def test_sigterm_stops_a_delivery_stuck_on_a_dripping_receiver(tmp_path, receive
     assert [e["lsa"] for e in receiver.events()] == lsas
 
 
+def test_a_corrupt_state_database_is_named_with_the_fix(tmp_path, receiver):
+    _log(tmp_path / "log", 5)
+    (tmp_path / "state").mkdir()
+    db = tmp_path / "state" / "queue.sqlite"
+    db.write_bytes(b"not a database, " * 512)
+    r = subprocess.run(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--idle-timeout", "0.5"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.startswith("walcdc: error:") and len(r.stderr.splitlines()) == 1
+    assert str(db) in r.stderr and "corrupt" in r.stderr and "move it away" in r.stderr
+
+
+def test_a_full_state_database_is_named_with_the_fix(tmp_path):
+    queue = DeliveryQueue(str(tmp_path / "queue.sqlite"))
+    pages = queue._db().execute("PRAGMA page_count").fetchone()[0]
+    queue._db().execute(f"PRAGMA max_page_count={pages + 1}")  # as a full disk answers
+    with pytest.raises(walcdc.OutputError, match="full") as caught:
+        queue.put("k", 1, 0.0, 1, b"x" * 100_000, "{}")
+    assert str(tmp_path / "queue.sqlite") in str(caught.value)
+    assert len(queue) == 0  # nothing half written
+
+
 def test_sign_matches_the_standard_webhooks_example():
     # From the Standard Webhooks specification's test vector.
     secret = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

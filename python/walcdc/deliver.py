@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import hmac
 import http.client
@@ -117,12 +118,46 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+def _state_errors(method):
+    """A method of :class:`DeliveryQueue` whose SQLite errors become an
+    :class:`~walcdc.OutputError` naming the database and what to do."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as exc:
+            raise _state_error(self.path, exc) from exc
+
+    return run
+
+
+def _state_error(path: str, exc: sqlite3.Error) -> OutputError:
+    name = getattr(exc, "sqlite_errorname", "")  # Python 3.11+
+    text = f"{name} {exc}".lower()
+    what = f"the delivery state database {path}"
+    if "corrupt" in text or "notadb" in text or "not a database" in text or "malformed" in text:
+        fix = (
+            f"{what} is corrupt ({exc}): move it away (with its -wal and -shm files) to start "
+            "over; events are then read again from the log's beginning, delivered ones too"
+        )
+    elif "full" in text:
+        fix = f"the disk holding {what} is full: free space and run again (nothing was lost)"
+    elif "busy" in text or "locked" in text:
+        fix = f"{what} is locked ({exc}): is another walcdc deliver using the same state?"
+    else:
+        fix = f"{what} cannot be read or written ({exc}): check the disk and its permissions"
+    return OutputError(fix, file=path)
+
+
 class DeliveryQueue:
     """The durable FIFO between reader and sender: batches with their commit LSA range, the
     reader's cursor after the last queued batch, and the high watermark (the last commit LSA a
     2xx acknowledged). SQLite in WAL mode, one connection per thread, every change one
-    transaction."""
+    transaction. A failing database (corrupt, full disk) is an :class:`~walcdc.OutputError`
+    naming it."""
 
+    @_state_errors
     def __init__(self, path: str):
         self.path = path
         self._local = threading.local()
@@ -155,9 +190,11 @@ class DeliveryQueue:
             yield db
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # SQLite rolls back by itself at some errors (a full disk)
+                db.execute("ROLLBACK")
             raise
 
+    @_state_errors
     def _get(self, key: str) -> Optional[str]:
         row = self._db().execute("SELECT value FROM state WHERE key=?", (key,)).fetchone()
         return row[0] if row else None
@@ -173,6 +210,7 @@ class DeliveryQueue:
         v = self._get("watermark")
         return int(v) if v is not None else None
 
+    @_state_errors
     def put(
         self, key: str, last_lsa: int, last_time: float, events: int, body: bytes, cursor: str
     ) -> None:
@@ -186,9 +224,11 @@ class DeliveryQueue:
             )
             db.execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
 
+    @_state_errors
     def save_cursor(self, cursor: str) -> None:
         self._db().execute("INSERT OR REPLACE INTO state VALUES ('cursor', ?)", (cursor,))
 
+    @_state_errors
     def oldest(self):
         """``(id, key, last_lsa, last_time, events, body, tries)`` of the oldest batch, or
         None."""
@@ -201,25 +241,30 @@ class DeliveryQueue:
             .fetchone()
         )
 
+    @_state_errors
     def acknowledge(self, batch_id: int, last_lsa: int) -> None:
         """The batch was delivered: it leaves the queue and the watermark moves, together."""
         with self._transaction() as db:
             db.execute("DELETE FROM batches WHERE id=?", (batch_id,))
             db.execute("INSERT OR REPLACE INTO state VALUES ('watermark', ?)", (str(last_lsa),))
 
+    @_state_errors
     def drop(self, batch_id: int) -> None:
         self._db().execute("DELETE FROM batches WHERE id=?", (batch_id,))
 
+    @_state_errors
     def count_try(self, batch_id: int) -> int:
         db = self._db()
         db.execute("UPDATE batches SET tries = tries + 1 WHERE id=?", (batch_id,))
         return db.execute("SELECT tries FROM batches WHERE id=?", (batch_id,)).fetchone()[0]
 
+    @_state_errors
     def bytes(self) -> int:
         """Bytes the queued batches hold."""
         row = self._db().execute("SELECT COALESCE(SUM(size), 0) FROM batches").fetchone()
         return int(row[0])
 
+    @_state_errors
     def __len__(self) -> int:
         return int(self._db().execute("SELECT COUNT(*) FROM batches").fetchone()[0])
 
