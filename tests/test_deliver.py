@@ -596,6 +596,24 @@ def test_a_full_state_database_is_named_with_the_fix(tmp_path):
     assert len(queue) == 0  # nothing half written
 
 
+def test_cli_signs_with_a_secret_file_and_closes_it(tmp_path, receiver):
+    lsas = _log(tmp_path / "log", 10)
+    secret = b"0123456789abcdef"
+    (tmp_path / "secret").write_bytes(b"whsec_" + base64.b64encode(secret) + b"\n")
+    r = subprocess.run(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state", "--idle-timeout", "0.5")
+        + ["--secret-file", str(tmp_path / "secret")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "unclosed" not in r.stderr, r.stderr
+    assert [e["lsa"] for e in receiver.events()] == lsas
+    headers, body = receiver.requests[0]
+    ts = int(headers["webhook-timestamp"])
+    assert headers["webhook-signature"] == sign(secret, headers["webhook-id"], ts, body)
+
+
 def test_sign_matches_the_standard_webhooks_example():
     # From the Standard Webhooks specification's test vector.
     secret = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

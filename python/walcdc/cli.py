@@ -714,8 +714,14 @@ def deliver(
 
     secret = None
     if secret_file:
-        raw = open(secret_file, "rb").read().strip()
-        secret = base64.b64decode(raw[6:]) if raw.startswith(b"whsec_") else raw
+        with open(secret_file, "rb") as f:
+            raw = f.read().strip()
+        try:
+            secret = base64.b64decode(raw[6:], validate=True) if raw.startswith(b"whsec_") else raw
+        except ValueError:
+            raise click.BadParameter(
+                "a whsec_ secret must be base64 after its prefix", param_hint="--secret-file"
+            ) from None
     sender = WebhookSender(
         webhook,
         secret=secret,
