@@ -614,6 +614,38 @@ def test_cli_signs_with_a_secret_file_and_closes_it(tmp_path, receiver):
     assert headers["webhook-signature"] == sign(secret, headers["webhook-id"], ts, body)
 
 
+def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_shown(tmp_path, receiver, caplog):
+    lsas = _log(tmp_path / "log", 40)
+    url = receiver.url.replace("http://", "http://alice:s%40fe-pw@")
+    receiver.plan = [503, 422]
+    dead = tmp_path / "dead"
+    metrics = _run(
+        _deliver(tmp_path / "log", url, tmp_path / "state", batch_events=20, dead_letter=str(dead))
+    )
+    set_aside = [
+        e["lsa"]
+        for f in dead.glob("*.json")
+        if ".meta" not in f.name
+        for e in json.loads(f.read_text())
+    ]
+    assert set_aside + [e["lsa"] for e in receiver.events()] == lsas
+    expected = "Basic " + base64.b64encode(b"alice:s@fe-pw").decode()
+    assert all(h["Authorization"] == expected for h, _ in receiver.requests)
+    shown = caplog.text + metrics.prometheus() + str(metrics.snapshot())
+    shown += "".join(f.read_text() for f in dead.iterdir())
+    assert "s@fe-pw" not in shown and "s%40fe-pw" not in shown and "@fe" not in shown
+    assert "alice" not in WebhookSender(url).endpoint
+    # Nor in errors.
+    receiver.plan = [404]
+    _log(tmp_path / "log2", 2)
+    with pytest.raises(walcdc.OutputError) as caught:
+        _run(_deliver(tmp_path / "log2", url, tmp_path / "state2"))
+    assert "fe-pw" not in caught.value.cli_text() and "fe-pw" not in str(caught.value)
+    with pytest.raises(walcdc.InvalidArgumentError) as caught:
+        WebhookSender("ftp://alice:s3cret@example.com/x")
+    assert "s3cret" not in str(caught.value)
+
+
 def test_sign_matches_the_standard_webhooks_example():
     # From the Standard Webhooks specification's test vector.
     secret = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

@@ -286,7 +286,10 @@ class WebhookSender:
     given. :meth:`send` returns the :class:`Reply`, or raises ``OSError`` (or
     ``http.client.HTTPException``) on a network failure. The whole request (connect, send,
     the answer's headers and at most :data:`REPLY_BODY_CAP` bytes of its body) takes
-    ``timeout`` seconds at most: a receiver that answers a byte at a time cannot hold it."""
+    ``timeout`` seconds at most: a receiver that answers a byte at a time cannot hold it.
+    Credentials in the URL (``https://user:password@host/...``) are sent as HTTP Basic
+    authentication and never shown: :attr:`endpoint`, the URL that messages name, has neither
+    them nor the query."""
 
     def __init__(
         self,
@@ -299,11 +302,17 @@ class WebhookSender:
         key_file: Optional[str] = None,
     ):
         u = urllib.parse.urlsplit(url)
+        host = u.netloc.rpartition("@")[2]
+        #: The endpoint as messages name it: no credentials, no query (it may hold a token).
+        self.endpoint = f"{u.scheme}://{host}{u.path}"
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise InvalidArgumentError(f"webhook: {url!r} is not an http(s) URL")
-        self.url, self.secret, self.timeout = url, secret, timeout
-        #: The endpoint as messages name it.
-        self.endpoint = f"{u.scheme}://{u.netloc}{u.path}"
+            raise InvalidArgumentError(f"webhook: {self.endpoint!r} is not an http(s) URL")
+        self.secret, self.timeout = secret, timeout
+        # Credentials in the URL (user:password@) go as HTTP Basic authentication.
+        self._auth = None
+        if u.username is not None:
+            pair = f"{urllib.parse.unquote(u.username)}:{urllib.parse.unquote(u.password or '')}"
+            self._auth = "Basic " + base64.b64encode(pair.encode()).decode()
         self._https = u.scheme == "https"
         self._host, self._port = u.hostname, u.port
         self._path = (u.path or "/") + (f"?{u.query}" if u.query else "")
@@ -327,9 +336,11 @@ class WebhookSender:
                 )
         return self._conn
 
-    def headers(self, body: bytes, key: str) -> Dict[str, str]:
-        """The headers of a batch's request."""
+    def headers(self, body: bytes, key: str, credentials: bool = True) -> Dict[str, str]:
+        """The headers of a batch's request (``credentials=False``: without Authorization)."""
         headers = {"Content-Type": "application/json", "Idempotency-Key": key}
+        if self._auth is not None and credentials:
+            headers["Authorization"] = self._auth
         if self.secret is not None:
             ts = int(time.time())
             headers.update(
@@ -681,7 +692,7 @@ class Delivery:
             "last_commit_lsa_text": L.format_lsa(last),
             "last_commit_time": when,
             "set_aside_at": time.time(),
-            "headers": self.sender.headers(body, key),
+            "headers": self.sender.headers(body, key, credentials=False),
         }
         _write_durably(name + ".json", body)
         _write_durably(name + ".meta.json", json.dumps(meta, indent=1).encode())
