@@ -646,6 +646,28 @@ def test_credentials_in_the_url_are_sent_as_basic_auth_and_never_shown(tmp_path,
     assert "s3cret" not in str(caught.value)
 
 
+def test_cli_filters_users_and_tables_as_the_other_commands(tmp_path, receiver):
+    w = LogWriter(page_size=4096, active_pages=64, archive_pages=16)
+    work = Workload(w)
+    expected = []
+    for i in range(30):
+        work.user = ("ALICE", "BOB")[i % 2]
+        t = work.begin(1 + i % 5)
+        t.insert(cdc_oid(0, 200 + i % 3, 1), bytes([i]) * 40, 1000 + i, 1 + i)
+        events = t.commit()
+        if work.user == "ALICE" and 200 + i % 3 != 201:
+            expected += [e["lsa"] for e in events]
+    w.finish(tmp_path / "log")
+    args = ["--users", "ALICE", "--exclude-tables", "0|201|1", "--idle-timeout", "0.5"]
+    r = subprocess.run(
+        _cli(tmp_path / "log", receiver.url, tmp_path / "state", *args),
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert [e["lsa"] for e in receiver.events()] == expected and len(expected) == 10
+
+
 def test_sign_matches_the_standard_webhooks_example():
     # From the Standard Webhooks specification's test vector.
     secret = base64.b64decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

@@ -135,6 +135,43 @@ _progress = click.option(
 )
 
 
+def _filter_options(fn):
+    """--tables, --exclude-tables, --users and --ops, for a command that reads changes: it gets
+    them as ``filters``, a dict of :func:`walcdc.read_changes`' arguments."""
+
+    @functools.wraps(fn)
+    def run(*args, tables, exclude_tables, users, ops, **kwargs):
+        filters = dict(
+            tables=list(tables) or None,
+            exclude_tables=list(exclude_tables) or None,
+            users=list(users) or None,
+            ops=list(ops) or None,
+        )
+        return fn(*args, filters=filters, **kwargs)
+
+    for option in (
+        click.option(
+            "--ops",
+            multiple=True,
+            help="Only these operations: insert, update, delete, ddl (comma-separated).",
+        ),
+        click.option(
+            "--users", multiple=True, help="Only changes by these users (comma-separated)."
+        ),
+        click.option(
+            "--exclude-tables", multiple=True, help="Not these tables (names or class OIDs)."
+        ),
+        click.option(
+            "--tables",
+            multiple=True,
+            help="Only these tables: names (any name the table had; owner.table or table) or "
+            "class OIDs (volid|pageid|slotid), comma-separated or repeated.",
+        ),
+    ):
+        run = option(run)
+    return run
+
+
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
@@ -545,10 +582,7 @@ def extract(
     help="Resume from the cursor in FILE (if it exists); after each batch is written and "
     "flushed, the new cursor is saved there.",
 )
-@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
-@click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs).")
-@click.option("--users", multiple=True, help="Only changes by these users (comma-separated).")
-@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
+@_filter_options
 @click.option(
     "--envelope", type=click.Choice(["debezium"]), help="Write Debezium-shaped change events."
 )
@@ -565,10 +599,7 @@ def follow(
     paths,
     output,
     cursor_file,
-    tables,
-    exclude_tables,
-    users,
-    ops,
+    filters,
     envelope,
     poll_interval,
     idle_timeout,
@@ -590,16 +621,13 @@ def follow(
         cursor = Cursor.load(cursor_file)
     stream = walcdc.read_changes(
         _open(list(paths)),
-        tables=list(tables) or None,
-        exclude_tables=list(exclude_tables) or None,
-        users=list(users) or None,
-        ops=list(ops) or None,
         envelope=envelope,
         cursor=cursor,
         follow=True,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
         batch_size=4096,
+        **filters,
     )
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stream.close())
@@ -669,8 +697,7 @@ def follow(
 )
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, exists=True), help="Its key.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
-@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
-@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
+@_filter_options
 @click.option(
     "--envelope", type=click.Choice(["debezium"]), help="Deliver Debezium-shaped change events."
 )
@@ -694,8 +721,7 @@ def deliver(
     cert_file,
     key_file,
     metrics_port,
-    tables,
-    ops,
+    filters,
     envelope,
     poll_interval,
     idle_timeout,
@@ -742,7 +768,7 @@ def deliver(
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
         envelope=envelope,
-        read_options=dict(tables=list(tables) or None, ops=list(ops) or None),
+        read_options=filters,
     )
     stopping: List[int] = []
 
