@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import os
 import sys
 import threading
@@ -92,12 +93,21 @@ def _command(fn):
                     EXIT_INTERNAL,
                 )
             finally:
+                # Skipped encrypted pages are reported by the commands themselves, and a
+                # command may have reported others as they happened (deliver).
+                reported = ("EncryptedPagesSkipped", *ctx.meta.get("walcdc.reported", ()))
                 for w in seen:
-                    # Skipped encrypted pages are reported by the commands themselves.
-                    if not issubclass(w.category, walcdc.EncryptedPagesSkipped):
+                    if w.category.__name__ not in reported:
                         click.echo(f"walcdc: note: {w.message}", err=True)
 
     return run
+
+
+class _LogLine(logging.Formatter):
+    """A log record as the CLI's other lines: ``walcdc: warning: ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"walcdc: {record.levelname.lower()}: {record.getMessage()}"
 
 
 def _fmt(key: Optional[int]) -> str:
@@ -736,7 +746,7 @@ def deliver(
     --metrics-port)."""
     import signal
 
-    from walcdc.deliver import Delivery, WebhookSender, serve_metrics
+    from walcdc.deliver import FORWARDED_WARNINGS, Delivery, WebhookSender, serve_metrics
 
     secret = None
     if secret_file:
@@ -780,6 +790,12 @@ def deliver(
             raise KeyboardInterrupt
 
     handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Retries, dropped batches and what the reader skipped, on stderr as they happen (the
+    # reader's warnings once: not again as notes at the end).
+    said = logging.StreamHandler(sys.stderr)
+    said.setFormatter(_LogLine())
+    logging.getLogger("walcdc").addHandler(said)
+    click.get_current_context().meta["walcdc.reported"] = FORWARDED_WARNINGS
     server = serve_metrics(delivery.metrics, metrics_port) if metrics_port else None
     try:
         metrics = delivery.run()
@@ -790,6 +806,7 @@ def deliver(
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        logging.getLogger("walcdc").removeHandler(said)
         if server is not None:
             server.shutdown()
     for k, v in metrics.snapshot().items():
