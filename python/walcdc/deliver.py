@@ -13,7 +13,8 @@ durable queue between the reader and the sender (``walcdc deliver``).
   after it are written to the queue in one SQLite transaction: a restart resumes reading after
   the last queued batch, so nothing is read twice into the queue and nothing is lost. When the
   queue holds ``queue_max_bytes`` the reader waits (the log itself holds what is not read
-  yet): a slow or failing endpoint never loses an event and never fills the disk.
+  yet): a slow or failing endpoint never fills the disk. What waits for ``batch_delay`` is
+  queued then even when the log goes quiet.
 - The **sender** POSTs the oldest batch: a JSON array of the transactions' events in commit
   order (or Debezium envelopes), headers ``Idempotency-Key`` (the commit LSA and LSA of the
   batch's first and last events) and, with a secret, Standard Webhooks signing
@@ -27,9 +28,12 @@ durable queue between the reader and the sender (``walcdc deliver``).
   the endpoint refuses (a 4xx, but 401, 403, 404 and 405, which concern every batch) and, with
   ``max_tries``, a batch still failing after that many tries is written there (body and
   metadata) and dropped from the queue (logged and counted).
-- **Guarantee**: at least once. A crash after a POST succeeded and before its batch left the
-  queue sends that batch again: duplicates are whole batches, at most the one in flight, and
-  carry the same idempotency key.
+- **Guarantee**: at least once, and nothing dropped unless ``dead_letter`` is given. A crash
+  (or a stop, which cuts the request in flight short) after the endpoint took a batch and
+  before its 2xx was recorded sends that batch again: duplicates are whole batches, at most
+  the one in flight, and carry the same idempotency key.
+- What the reader skips in a damaged log is logged and counted as it happens
+  (:attr:`Metrics.warnings`), not only warned about when the stream ends.
 """
 
 from __future__ import annotations
