@@ -344,6 +344,38 @@ def test_a_configuration_error_stops_at_once_and_loses_nothing(tmp_path, receive
     assert [e["lsa"] for e in receiver.events()] == lsas
 
 
+def test_what_is_retried_and_what_stops(tmp_path):
+    """The sender's verdict on each answer and failure (a stub in place of the endpoint)."""
+    from walcdc.deliver import Reply
+
+    _log(tmp_path / "log", 2)
+    delivery = _deliver(tmp_path / "log", "http://127.0.0.1:1/x", tmp_path / "state")
+
+    def verdict(outcome):
+        def send(body, key):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return Reply(outcome)
+
+        delivery.sender.send = send
+        return delivery._try(b"[]", "key")[0]
+
+    for status in (200, 204):
+        assert verdict(status) == "ok"
+    for status in (500, 502, 503, 504, 408, 429, 600):
+        assert verdict(status) == "retry"
+    for status in (301, 302, 307, 308, 401, 403, 404, 405):
+        assert verdict(status) == "stop"
+    for status in (400, 409, 413, 415, 422):
+        assert verdict(status) == "refused"
+    assert verdict(ConnectionRefusedError()) == verdict(TimeoutError()) == "retry"
+    assert verdict(ssl.SSLEOFError()) == "retry"
+    refused = ssl.SSLError()
+    refused.reason = "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    assert verdict(refused) == "stop"
+    assert verdict(ssl.SSLCertVerificationError()) == "stop"
+
+
 def test_stopped_while_the_endpoint_fails_keeps_the_queue(tmp_path, receiver):
     lsas = _log(tmp_path / "log", 30)
     receiver.plan = [503] * 10_000

@@ -739,10 +739,18 @@ class Delivery:
         except ssl.SSLCertVerificationError as exc:
             return (
                 "stop",
-                f"its TLS certificate was refused ({exc.verify_message}): give its CA (--ca) or "
-                "fix its certificate",
+                f"its TLS certificate was refused ({getattr(exc, 'verify_message', exc)}): "
+                "give its CA (--ca) or fix its certificate",
                 None,
             )
+        except ssl.SSLError as exc:
+            # An alert naming a certificate: the endpoint refused ours (or wants one). A server
+            # that just closes the connection instead looks like any failure: retried.
+            reason = getattr(exc, "reason", None) or ""
+            if "CERTIFICATE" in reason or "UNKNOWN_CA" in reason:
+                why = f"it refused the client certificate ({reason}): check --cert and --key"
+                return "stop", why, None
+            return "retry", f"{type(exc).__name__}: {exc}", None
         except (OSError, http.client.HTTPException) as exc:
             return "retry", f"{type(exc).__name__}: {exc}", None
         status = reply.status
@@ -757,7 +765,8 @@ class Delivery:
         if status in ENDPOINT_STATUSES:
             return "stop", f"{said}: check the URL and its credentials", None
         if 400 <= status < 500 and status not in (408, 429):
-            return "refused", f"{said}: the endpoint refused the batch", None
+            why = f"{said}: the batch was refused (--dead-letter DIR sets such batches aside)"
+            return "refused", why, None
         return "retry", said, reply.retry_after
 
     def _set_aside(self, item, tries: int, why: str) -> None:
