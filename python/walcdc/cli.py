@@ -19,6 +19,7 @@ try:
     import base64
     import functools
     import json
+    import logging
     import os
     import re
     import signal
@@ -134,9 +135,11 @@ def _command(fn):
                     EXIT_INTERNAL,
                 )
             finally:
+                # Skipped encrypted pages are reported by the commands themselves, and a
+                # command may have reported others as they happened (deliver).
+                reported = ("EncryptedPagesSkipped", *ctx.meta.get("walcdc.reported", ()))
                 for w in seen:
-                    # Skipped encrypted pages are reported by the commands themselves.
-                    if not issubclass(w.category, walcdc.EncryptedPagesSkipped):
+                    if w.category.__name__ not in reported:
                         click.echo(f"walcdc: note: {w.message}", err=True)
 
     return run
@@ -160,6 +163,13 @@ class _Position(click.ParamType):
 
 
 _POSITION = _Position()
+
+
+class _LogLine(logging.Formatter):
+    """A log record as the CLI's other lines: ``walcdc: warning: ...``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"walcdc: {record.levelname.lower()}: {record.getMessage()}"
 
 
 def _fmt(key: Optional[int]) -> str:
@@ -795,10 +805,17 @@ def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> Non
     "--batch-delay", default=0.5, show_default=True, help="Seconds a batch waits to fill."
 )
 @click.option(
+    "--dead-letter",
+    type=click.Path(file_okay=False),
+    help="Set aside instead of stopping: a batch the endpoint refuses (a 4xx but 401, 403, "
+    "404, 405) is written to DIR (body, headers, reason) and dropped from the queue.",
+)
+@click.option(
     "--max-tries",
-    default=10,
+    default=0,
     show_default=True,
-    help="Tries before a batch is dropped (logged, counted); 0: retry forever.",
+    help="With --dead-letter: a batch still failing after N tries goes there too; 0: retry "
+    "forever.",
 )
 @click.option(
     "--queue-max-mb", default=256, show_default=True, help="Queue size at which reading waits."
@@ -819,11 +836,7 @@ def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> Non
 )
 @click.option("--key", "key_file", type=click.Path(dir_okay=False, exists=True), help="Its key.")
 @click.option("--metrics-port", type=int, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
-@click.option("--tables", multiple=True, help="Only these tables (names or class OIDs).")
-@click.option("--ops", multiple=True, help="Only these operations: insert, update, delete, ddl.")
-@click.option(
-    "--envelope", type=click.Choice(["debezium"]), help="Deliver Debezium-shaped change events."
-)
+@_change_options
 @click.option("--poll-interval", default=0.2, show_default=True, help="Seconds between looks.")
 @click.option(
     "--idle-timeout", type=float, help="Stop once the log was quiet this long and all is sent."
@@ -835,6 +848,7 @@ def deliver(
     state_dir,
     batch_events,
     batch_delay,
+    dead_letter,
     max_tries,
     queue_max_mb,
     timeout,
@@ -843,24 +857,32 @@ def deliver(
     cert_file,
     key_file,
     metrics_port,
-    tables,
-    ops,
-    envelope,
+    read,
     poll_interval,
     idle_timeout,
 ) -> None:
     """Follows a live log and POSTs its committed events to a webhook, through a durable queue
     (at least once: after a crash the batch in flight may be sent again, with the same
-    Idempotency-Key). Stops cleanly on SIGINT or SIGTERM; what is queued is sent by the next
-    run. Metrics are printed at the end (and served with --metrics-port)."""
+    Idempotency-Key). Transient failures (connection errors, timeouts, 5xx, 408, 429) are
+    retried forever, with backoff; a configuration error (the endpoint's certificate refused,
+    a redirect, another 4xx) stops at once. Nothing is dropped unless --dead-letter says where
+    to keep it. Stops on SIGINT or SIGTERM; what is queued is sent by the next run (the exit
+    status is 4 if the endpoint was failing). Metrics are printed at the end (and served with
+    --metrics-port)."""
     import signal
 
-    from walcdc.deliver import Delivery, WebhookSender, serve_metrics
+    from walcdc.deliver import FORWARDED_WARNINGS, Delivery, WebhookSender, serve_metrics
 
     secret = None
     if secret_file:
-        raw = open(secret_file, "rb").read().strip()
-        secret = base64.b64decode(raw[6:]) if raw.startswith(b"whsec_") else raw
+        with open(secret_file, "rb") as f:
+            raw = f.read().strip()
+        try:
+            secret = base64.b64decode(raw[6:], validate=True) if raw.startswith(b"whsec_") else raw
+        except ValueError:
+            raise click.BadParameter(
+                "a whsec_ secret must be base64 after its prefix", param_hint="--secret-file"
+            ) from None
     sender = WebhookSender(
         webhook,
         secret=secret,
@@ -876,22 +898,52 @@ def deliver(
         batch_events=batch_events,
         batch_delay=batch_delay,
         max_tries=max_tries or None,
+        dead_letter=dead_letter,
         queue_max_bytes=queue_max_mb << 20,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
-        envelope=envelope,
-        read_options=dict(tables=list(tables) or None, ops=list(ops) or None),
+        envelope=read.pop("envelope"),
+        read_options=read,
     )
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: delivery.stop())
+    stopping: List[int] = []
+
+    def on_signal(signum, frame):
+        # An exception in the main thread ends whatever it waits for (a request, a backoff, a
+        # connect); run() then stops the reader and keeps the queue. Only the first signal.
+        if not stopping:
+            stopping.append(signum)
+            raise KeyboardInterrupt
+
+    handlers = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # Retries, dropped batches and what the reader skipped, on stderr as they happen (the
+    # reader's warnings once: not again as notes at the end).
+    said = logging.StreamHandler(sys.stderr)
+    said.setFormatter(_LogLine())
+    logging.getLogger("walcdc").addHandler(said)
+    click.get_current_context().meta["walcdc.reported"] = FORWARDED_WARNINGS
     server = serve_metrics(delivery.metrics, metrics_port) if metrics_port else None
     try:
         metrics = delivery.run()
+    except KeyboardInterrupt:
+        if not stopping:
+            raise
+        metrics = delivery.metrics
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        logging.getLogger("walcdc").removeHandler(said)
         if server is not None:
             server.shutdown()
     for k, v in metrics.snapshot().items():
         click.echo(f"{k}: {v}", err=True)
+    if delivery.failure is not None:
+        queued = len(delivery.queue)
+        raise OutputError(
+            f"stopped while webhook {sender.endpoint} was failing ({delivery.failure}): "
+            f"{queued} batch(es) stay queued for the next run"
+        )
+    if stopping:
+        click.echo(f"stopped; {len(delivery.queue)} batch(es) queued for the next run", err=True)
 
 
 @main.command()
