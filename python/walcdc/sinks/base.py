@@ -208,19 +208,31 @@ def _part_name(first: int, last: int, fmt: str) -> str:
     return f"part-{text(first)}-{text(last)}{PART_SUFFIX[fmt]}"
 
 
-def _create_temp(directory: str) -> Tuple[int, str]:
+def _create_temp(directory: str, made: List[str]) -> int:
     """A new, empty temporary file in ``directory`` (``.walcdc-<random>.tmp``), open for
-    writing: ``(descriptor, path)``. It is created with mode 0666 so that the umask (and a
-    default ACL) decides its permissions, as for any tool's new output: the file is renamed
-    into place as it is (``tempfile.mkstemp`` would publish a 0600 file)."""
+    writing; its path is appended to ``made`` *before* it is created, so that a signal handled
+    at any point leaves no file its caller's cleanup does not know of. It is created with mode
+    0666 so that the umask (and a default ACL) decides its permissions, as for any tool's new
+    output: the file is renamed into place as it is (``tempfile.mkstemp`` would publish a 0600
+    file)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     for _ in range(100):
         path = os.path.join(directory, f".walcdc-{secrets.token_hex(8)}.tmp")
+        made.append(path)
         try:
-            return os.open(path, flags, 0o666), path
+            return os.open(path, flags, 0o666)
         except FileExistsError:
-            continue
+            made.pop()
     raise FileExistsError(f"no free temporary file name in {directory}")
+
+
+def _remove(paths: List[str]) -> None:
+    """Removes the files of ``paths`` that exist (a failed or interrupted run's temporaries)."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _fsync_dir(path: str) -> None:
@@ -270,19 +282,21 @@ def write_stream(
     result = WriteResult()
     summary: Counter = Counter()
     tmp_path: Optional[str] = None
-    out: IO[bytes]
-    if target.kind == "stream":
-        out = sys.stdout.buffer if target.path is None else open(target.path, "wb")  # noqa: SIM115
-    else:
-        directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
-        try:
-            fd, tmp_path = _create_temp(directory)
-        except OSError as exc:
-            raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
-        out = os.fdopen(fd, "wb")
+    temps: List[str] = []  # created, not yet published: what a failure removes
+    out: Optional[IO[bytes]] = None
     published = False
     sink: Optional[Sink] = None
     try:
+        if target.kind == "stream":
+            out = sys.stdout.buffer if target.path is None else open(target.path, "wb")  # noqa: SIM115
+        else:
+            directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
+            try:
+                fd = _create_temp(directory, temps)
+            except OSError as exc:
+                raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
+            tmp_path = temps[-1]
+            out = os.fdopen(fd, "wb")
         sink = _sink_class(target.format)(out, stream.schema, metadata)
         for batch in stream:
             first, last = _positions(batch, committed)
@@ -333,18 +347,16 @@ def write_stream(
                 pass  # pipes and terminals cannot be synced
         published = True
     finally:
-        if not published and sink is not None:
-            sink.abort()
-        if tmp_path is not None:
-            try:
-                out.close()
-            except OSError:
-                pass
-            try:
-                os.unlink(tmp_path)
-            except OSError:
-                pass
-        elif target.kind == "stream" and target.path is not None:
+        if not published:
+            if sink is not None:
+                sink.abort()
+            if temps and out is not None:
+                try:
+                    out.close()
+                except OSError:
+                    pass
+            _remove(temps)
+        if target.kind == "stream" and target.path is not None and out is not None:
             out.close()
     if published and cursor_file is not None:
         # The output is durable: now the cursor may move past it.

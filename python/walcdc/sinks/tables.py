@@ -21,14 +21,14 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Union
+from typing import Callable, Dict, List, Optional, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from walcdc import lsa as L
-from walcdc.sinks.base import WriteResult, _count, _create_temp, _error, _fsync_dir
+from walcdc.sinks.base import WriteResult, _count, _create_temp, _error, _fsync_dir, _remove
 
 __all__ = ["OTHER_DDL", "UNKNOWN_SCHEMA", "table_directory", "write_tables"]
 
@@ -113,7 +113,8 @@ def write_tables(
     result = WriteResult()
     summary: Counter = Counter()
     open_parts: Dict[Union[int, str], _Part] = {}
-    parts: list = []  # every part begun, open or closed: what a failure removes
+    parts: list = []  # every part begun, open or closed
+    temps: List[str] = []  # their temporary files: what a failure removes
     published = False
     try:
         for item in stream:
@@ -141,7 +142,7 @@ def write_tables(
                     "walcdc.kind": item.kind,
                 }
                 part.schema = batch.schema
-                _open_part(part, batch.schema, meta)
+                _open_part(part, batch.schema, meta, temps)
                 open_parts[key] = part
             first, last = _positions(batch)
             part.first = first if part.first is None else part.first
@@ -181,11 +182,7 @@ def write_tables(
                         part.writer.close()
                     except Exception:  # noqa: BLE001 - the file is being thrown away
                         pass
-                if part.tmp_path:
-                    try:
-                        os.unlink(part.tmp_path)
-                    except OSError:
-                        pass
+            _remove(temps)
     if cursor_file is not None:
         # Every part is durable: now the cursor may move past them.
         result.cursor.save(cursor_file)
@@ -193,10 +190,11 @@ def write_tables(
     return result
 
 
-def _open_part(part: _Part, schema: pa.Schema, meta: Dict[str, str]) -> None:
+def _open_part(part: _Part, schema: pa.Schema, meta: Dict[str, str], temps: List[str]) -> None:
     try:
         os.makedirs(part.directory, exist_ok=True)
-        fd, part.tmp_path = _create_temp(part.directory)
+        fd = _create_temp(part.directory, temps)
+        part.tmp_path = temps[-1]
     except OSError as exc:
         raise _error(f"{{}}: cannot write in {part.directory}: {exc.strerror}") from None
     os.close(fd)
