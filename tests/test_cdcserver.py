@@ -115,6 +115,7 @@ def served(tmp_path):
     users.write_text(
         user_line("alice", "secret") + "\n# a comment\n" + user_line("bob", "pw") + "\n"
     )
+    users.chmod(0o600)
     server = CdcServer(log, load_users(str(users)), port=0, poll_interval=0.05)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -218,5 +219,26 @@ def test_user_line_and_users_file(tmp_path):
     assert line == "alice:" + hashlib.sha1(hashlib.sha1(b"secret").digest()).hexdigest()
     bad = tmp_path / "users"
     bad.write_text("alice:nothex\n")
+    bad.chmod(0o600)
     with pytest.raises(ValueError, match="users:1"):
         load_users(str(bad))
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o620, 0o602, 0o644])
+def test_a_users_file_others_can_write_or_read_is_refused(tmp_path, mode):
+    """Like ssh with its keys: a users file that group or others can write (or others read) is
+    refused, naming the file and the fix; 0600 and 0640 are accepted."""
+    from click.testing import CliRunner
+
+    from walcdc.cli import main as cli_main
+
+    users = tmp_path / "users"
+    users.write_text(user_line("alice", "secret") + "\n")
+    users.chmod(mode)
+    with pytest.raises(ValueError, match=f"chmod 600 {users}"):
+        load_users(str(users))
+    r = CliRunner().invoke(cli_main, ["serve", str(tmp_path), "--users", str(users), "--port", "0"])
+    assert r.exit_code == 2 and f"chmod 600 {users}" in r.stderr, r.output
+    for ok in (0o600, 0o640, 0o400):
+        users.chmod(ok)
+        assert set(load_users(str(users))) == {"alice"}

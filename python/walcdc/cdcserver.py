@@ -78,8 +78,17 @@ def user_line(user: str, password: str) -> str:
 
 
 def load_users(path: str) -> Dict[str, str]:
+    """The users file's ``user:<hex SHA1(SHA1(password))>`` lines. Refused (ValueError) if group
+    or others may write it, or others read it, as ssh refuses such key files: whoever can
+    write it can let themselves in."""
     users = {}
     with open(path, encoding="utf-8") as f:
+        mode = os.fstat(f.fileno()).st_mode & 0o777
+        if mode & 0o026:
+            raise ValueError(
+                f"{path}: the users file may be written by group or others, or read by others "
+                f"(mode {mode:o}): run chmod 600 {path}"
+            )
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line or line.startswith("#"):
