@@ -242,3 +242,27 @@ def test_a_users_file_others_can_write_or_read_is_refused(tmp_path, mode):
     for ok in (0o600, 0o640, 0o400):
         users.chmod(ok)
         assert set(load_users(str(users))) == {"alice"}
+
+
+def test_hash_user_reads_the_password_from_stdin_or_the_terminal_never_the_arguments():
+    """`walcdc hash-user USER >> FILE`: only the users-file line goes to stdout; prompts and
+    errors go to stderr (a mismatch writes nothing to FILE); no password in the arguments."""
+    from click.testing import CliRunner
+
+    from walcdc.cli import main as cli_main
+
+    run = CliRunner().invoke
+    r = run(cli_main, ["hash-user", "--help"])
+    assert "--password-stdin" in r.stdout and "--password " not in r.stdout
+    assert "standard input" in r.stdout
+    r = run(cli_main, ["hash-user", "alice", "--password", "secret"])
+    assert r.exit_code == 2 and r.stdout == ""
+    r = run(cli_main, ["hash-user", "alice", "--password-stdin"], input="secret\n")
+    assert r.exit_code == 0 and r.stdout == user_line("alice", "secret") + "\n"
+    r = run(cli_main, ["hash-user", "alice"], input="secret\nsecret\n")
+    assert r.exit_code == 0 and r.stdout == user_line("alice", "secret") + "\n"
+    assert "assword" in r.stderr  # the prompts
+    r = run(cli_main, ["hash-user", "alice"], input="secret\nsecreT\n")
+    assert r.exit_code == 2 and r.stdout == "" and "do not match" in r.stderr
+    r = run(cli_main, ["hash-user", "alice", "--password-stdin"], input="\n")
+    assert r.exit_code == 2 and r.stdout == "" and "empty" in r.stderr

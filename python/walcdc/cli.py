@@ -781,11 +781,32 @@ def serve(path, users_file, host, port, poll_interval) -> None:
 
 @main.command(name="hash-user")
 @click.argument("user")
-@click.password_option()
-def hash_user(user, password) -> None:
-    """Prints the users-file line of USER for walcdc serve (the password is asked for)."""
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from the first line of standard input (for scripts) instead of "
+    "asking for it twice on the terminal.",
+)
+@_command
+def hash_user(user, password_stdin) -> None:
+    """Prints the users-file line of USER for walcdc serve: `walcdc hash-user USER >> FILE`.
+    Only that line goes to standard output; prompts and errors go to standard error. The
+    password is never an argument (other users of the machine could read it)."""
     from walcdc.cdcserver import user_line
 
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt(
+            "Password", hide_input=True, err=True, default="", show_default=False
+        )
+        again = click.prompt(
+            "Repeat for confirmation", hide_input=True, err=True, default="", show_default=False
+        )
+        if password != again:
+            _fail("the two passwords do not match (nothing written)", EXIT_USAGE)
+    if not password:
+        _fail("empty password (nothing written)", EXIT_USAGE)
     click.echo(user_line(user, password))
 
 
