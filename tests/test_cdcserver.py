@@ -266,3 +266,19 @@ def test_hash_user_reads_the_password_from_stdin_or_the_terminal_never_the_argum
     assert r.exit_code == 2 and r.stdout == "" and "do not match" in r.stderr
     r = run(cli_main, ["hash-user", "alice", "--password-stdin"], input="\n")
     assert r.exit_code == 2 and r.stdout == "" and "empty" in r.stderr
+
+
+def test_a_position_beyond_the_end_of_the_log_is_refused(served):
+    """A commit LSA past the end of the log as it is now gets ERR at once (not a silent wait),
+    and the client may ask again."""
+    live, port = served
+    first = live.commit(inserts=[(1, {"name": "a"})])
+    live.commit(inserts=[(2, {"name": "b"})])
+    c = Client(port)
+    c.start(position="999999|0")
+    reply = c.line(timeout=5)
+    assert reply.startswith("ERR") and "beyond the end of the log" in reply, reply
+    c.send(f"REQUEST-DATA dba.t {L.format_lsa(first)}")
+    c.line()  # the schema
+    assert [r["id"] for r in c.records(1)] == [2]
+    c.close()

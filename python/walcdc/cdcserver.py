@@ -178,6 +178,16 @@ class _Handler(socketserver.BaseRequestHandler):
                 except ValueError:
                     self._send(f"ERR {parts[2]!r} is not a commit LSA (pageid|offset)")
                     continue
+                # No commit lies at or past the end of the log: such a position would wait
+                # for ever (or resume at a commit it never saw). The followed log may grow to
+                # it one day, but a client asking for it now has the wrong log or position.
+                end = self.server.end_of_log()
+                if end is not None and position >= end:
+                    self._send(
+                        f"ERR position {parts[2]} is beyond the end of the log "
+                        f"({L.format_lsa(end)})"
+                    )
+                    continue
             self._stream(table, position)
             return
 
@@ -297,6 +307,16 @@ class CdcServer(socketserver.ThreadingTCPServer):
 
         with self._schemas_lock:
             return walcdc.open_log(self.source).schemas()
+
+    def end_of_log(self) -> Optional[int]:
+        """Where the log ends now (None while it cannot be read, e.g. between two steps of
+        the server writing it: the stream looks again)."""
+        import walcdc
+
+        try:
+            return walcdc.open_log(self.source).info()["end_lsa"]
+        except walcdc.LogError:
+            return None
 
     def table_names(self) -> set:
         names = set()
