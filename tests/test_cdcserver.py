@@ -6,6 +6,7 @@ rows committed while a client is connected, malformed commands. Every read has a
 from __future__ import annotations
 
 import binascii
+import contextlib
 import hashlib
 import json
 import socket
@@ -14,6 +15,7 @@ import time
 
 import pytest
 
+from conftest import fixture_dir
 from walcdc import lsa as L
 from walcdc.cdcserver import CdcServer, load_users, user_line
 from walcdc.testing import LogWriter, Table, Workload, cdc_oid, typed_row
@@ -123,6 +125,24 @@ def served(tmp_path):
     server.shutdown()
     server.close()
     thread.join(10)
+
+
+USERS = {"alice": user_line("alice", "secret").split(":", 1)[1]}
+
+
+@contextlib.contextmanager
+def serving(source, **options):
+    """A CdcServer on 127.0.0.1 (any free port) in a thread, stopped at the end."""
+    options.setdefault("poll_interval", 0.05)
+    server = CdcServer(source, USERS, port=0, **options)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, server.server_address[1]
+    finally:
+        server.shutdown()
+        server.close()
+        thread.join(10)
 
 
 def test_the_schema_then_rows_then_rows_as_they_commit(served):
@@ -281,4 +301,51 @@ def test_a_position_beyond_the_end_of_the_log_is_refused(served):
     c.send(f"REQUEST-DATA dba.t {L.format_lsa(first)}")
     c.line()  # the schema
     assert [r["id"] for r in c.records(1)] == [2]
+    c.close()
+
+
+def test_requests_for_unknown_tables_do_not_delay_a_good_client():
+    """Table names resolve from the catalog the server learned once (again only when the log
+    has grown): clients asking for tables the log does not have, many times over, get ERR at
+    once and do not hold up the first row of a client asking for a real table."""
+    log = fixture_dir("p4k")
+    with serving(log) as (server, port):
+        bad = []
+        for i in range(8):
+            c = Client(port)
+            assert c.login() == "OK"
+            c.send("REGISTER UUID=x, TYPE=JSON\n")
+            assert c.line() == "OK"
+            c.send("".join(f"REQUEST-DATA dba.nope_{i}_{n}\n" for n in range(30)))
+            bad.append(c)
+        started = time.monotonic()
+        good = Client(port)
+        good.start("dba.t_alter")
+        assert "fields" in json.loads(good.line(timeout=30))
+        assert good.records(1)[0]["event_type"] == "insert"
+        waited = time.monotonic() - started
+        for c in bad:
+            assert all(c.line(timeout=30).startswith("ERR no table") for _ in range(30))
+            c.close()
+        good.close()
+        assert server.catalog.walks == 1  # the log did not change: learned once
+    assert waited < 3, f"the first row took {waited:.1f} s"
+
+
+def test_a_table_created_after_the_catalog_was_learned_is_found(served):
+    """The catalog is learned again when a name is not in it and the log has grown since."""
+    live, port = served
+    live.commit(inserts=[(1, {"name": "a"})])
+    c = Client(port)
+    c.start("dba.u")
+    assert c.line().startswith("ERR no table dba.u")
+    u = Table.create("dba.u", cdc_oid(0, 301, 1), COLUMNS)
+    t = live.work.begin(4)
+    t.create_table(u, statement="CREATE TABLE u (id INT PRIMARY KEY, name VARCHAR(20))")
+    t.insert_row(u.class_oid, u.representation(), {"id": "7", "name": '"x"'}, 1001, 7)
+    t.commit()
+    live.w.flush()
+    c.send("REQUEST-DATA dba.u")
+    assert json.loads(c.line())["table"] == "dba.u"
+    assert c.records(1)[0]["id"] == 7
     c.close()

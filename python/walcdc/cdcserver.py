@@ -38,7 +38,10 @@ import os
 import re
 import socketserver
 import threading
+import time
 from typing import Any, Dict, List, Optional, Tuple
+
+from walcdc.errors import LogError
 
 __all__ = ["CdcServer", "user_line", "load_users"]
 
@@ -165,7 +168,11 @@ class _Handler(socketserver.BaseRequestHandler):
             if len(parts) not in (2, 3) or parts[0].upper() != "REQUEST-DATA":
                 self._send("ERR expected: REQUEST-DATA <owner>.<table>[.<version>] [<commit LSA>]")
                 continue
-            table = self._table(parts[1])
+            try:
+                table = self.server.resolve(parts[1])
+            except LogError as exc:
+                self._send(f"ERR cannot read the log's tables now: {exc}")
+                continue
             if table is None:
                 self._send(f"ERR no table {parts[1]} in the log")
                 continue
@@ -202,15 +209,6 @@ class _Handler(socketserver.BaseRequestHandler):
             return False
         stored = self.server.users.get(user[:-1]) if user.endswith(":") else None
         return stored is not None and hmac.compare_digest(hashlib.sha1(inner).hexdigest(), stored)
-
-    def _table(self, name: str) -> Optional[str]:
-        """The table a request names (``owner.table``, or with a version suffix)."""
-        known = self.server.table_names()
-        candidates = [name] + ([name.rsplit(".", 1)[0]] if name.count(".") >= 2 else [])
-        for c in candidates:
-            if c in known or c.lower() in known:
-                return c if c in known else c.lower()
-        return None
 
     def _stream(self, table: str, position: Optional[int]) -> None:
         import walcdc
@@ -278,6 +276,81 @@ def _meta(e: Dict[str, Any], kind: str) -> Dict[str, Any]:
     }
 
 
+class _Catalog:
+    """The log's tables (``LogSet.schemas()``), learned once, and again only when asked for
+    something newer: a walk begun after a given time, or after the log's files changed. One
+    walk at a time, shared by whoever asks meanwhile; no lock is held while the log is read,
+    so a client whose table is already known never waits for a walk."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.walks = 0  # how many times the log was walked for its tables
+        self._cond = threading.Condition()
+        self._schemas: Optional[list] = None
+        self._started = float("-inf")  # when the walk behind _schemas began (monotonic)
+        self._signature: Any = None  # the log files' sizes and times before that walk
+        self._busy = False
+
+    def _signature_now(self) -> tuple:
+        """The log files' names, sizes and modification times: a cheap test of growth."""
+        paths = [self.source]
+        if os.path.isdir(self.source):
+            paths = sorted(e.path for e in os.scandir(self.source) if e.is_file())
+        out = []
+        for path in paths:
+            try:
+                st = os.stat(path)
+            except OSError:  # an archive removed meanwhile
+                continue
+            out.append((path, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def schemas(self, newer_than: Optional[float] = None, if_grown: bool = False) -> list:
+        """The schemas as learned (the first call learns them); learned again if the last walk
+        began before ``newer_than`` (a ``time.monotonic()``), or with ``if_grown`` if the log's
+        files changed since it. Callers must not change what is returned."""
+        import walcdc
+
+        signature = self._signature_now() if if_grown else None
+        with self._cond:
+            while True:
+                fresh = self._schemas is not None
+                fresh = fresh and (newer_than is None or self._started >= newer_than)
+                fresh = fresh and (not if_grown or self._signature == signature)
+                if fresh:
+                    return self._schemas
+                if not self._busy:
+                    break
+                self._cond.wait()  # another thread's walk: its result may do
+            self._busy = True
+        started, signature, learned = time.monotonic(), self._signature_now(), None
+        try:
+            learned = walcdc.open_log(self.source).schemas()
+        finally:
+            with self._cond:
+                self._busy = False
+                if learned is not None:
+                    self.walks += 1
+                    self._schemas, self._started, self._signature = learned, started, signature
+                self._cond.notify_all()
+        return learned
+
+    def resolve(self, name: str) -> Optional[str]:
+        """The table a request names (``owner.table``, or with a version suffix), from the
+        catalog as known, then, if not there, as the log is now (walked again only if it
+        changed)."""
+        candidates = [name] + ([name.rsplit(".", 1)[0]] if name.count(".") >= 2 else [])
+        for if_grown in (False, True):
+            known = {}
+            for s in self.schemas(if_grown=if_grown):
+                for n in s.get("names") or [s["name"]]:
+                    known.setdefault(n.lower(), n)
+            for c in candidates:
+                if c.lower() in known:
+                    return known[c.lower()]
+        return None
+
+
 class CdcServer(socketserver.ThreadingTCPServer):
     """``CdcServer(source, users, host, port)``: serves the log at ``source`` (followed live)
     to CDC protocol clients; ``users``: name -> hex SHA1(SHA1(password)) (:func:`load_users`).
@@ -299,14 +372,11 @@ class CdcServer(socketserver.ThreadingTCPServer):
         self.users = users
         self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
         self.streams: set = set()
-        self._schemas_lock = threading.Lock()
+        self.catalog = _Catalog(self.source)
         super().__init__((host, port), _Handler)
 
-    def _schemas(self) -> list:
-        import walcdc
-
-        with self._schemas_lock:
-            return walcdc.open_log(self.source).schemas()
+    def resolve(self, name: str) -> Optional[str]:
+        return self.catalog.resolve(name)
 
     def end_of_log(self) -> Optional[int]:
         """Where the log ends now (None while it cannot be read, e.g. between two steps of
@@ -318,23 +388,20 @@ class CdcServer(socketserver.ThreadingTCPServer):
         except walcdc.LogError:
             return None
 
-    def table_names(self) -> set:
-        names = set()
-        for s in self._schemas():
-            names.update(s.get("names") or [s["name"]])
-        return names
-
     def schema_of(self, table: str, names: List[str]) -> Dict[str, Any]:
         """The schema line for rows with columns ``names`` (types from the representation of
         the table that has exactly those columns, else strings)."""
         types: Dict[str, str] = {}
-        for s in self._schemas():
-            if table not in (s.get("names") or [s["name"]]):
-                continue
-            for rep in s["representations"]:
-                cols = {c["name"]: c for c in rep["columns"]}
-                if set(cols) == set(names):
-                    types = {n: AVRO_TYPES.get(cols[n]["type_name"], "string") for n in names}
+        for if_grown in (False, True):  # a representation made since: learn it
+            for s in self.catalog.schemas(if_grown=if_grown):
+                if table not in (s.get("names") or [s["name"]]):
+                    continue
+                for rep in s["representations"]:
+                    cols = {c["name"]: c for c in rep["columns"]}
+                    if set(cols) == set(names):
+                        types = {n: AVRO_TYPES.get(cols[n]["type_name"], "string") for n in names}
+            if types:
+                break
         fields = META_FIELDS + [
             {"name": n, "type": ["null", types.get(n, "string")]} for n in names
         ]
