@@ -349,3 +349,124 @@ def test_a_table_created_after_the_catalog_was_learned_is_found(served):
     assert json.loads(c.line())["table"] == "dba.u"
     assert c.records(1)[0]["id"] == 7
     c.close()
+
+
+def _conforms(value, avro) -> bool:
+    """``value`` (decoded JSON) is valid for the Avro type ``avro`` in Avro's JSON encoding,
+    for the types the server declares."""
+    if isinstance(avro, list):
+        return any(_conforms(value, t) for t in avro)
+    if isinstance(avro, dict):
+        assert avro["type"] == "enum", avro
+        return value in avro["symbols"]
+    if avro == "null":
+        return value is None
+    if avro == "string":
+        return isinstance(value, str)
+    if avro in ("int", "long"):
+        bits = 32 if avro == "int" else 64
+        return type(value) is int and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    if avro in ("float", "double"):
+        return type(value) in (int, float)
+    raise AssertionError(f"a type the test does not know: {avro}")
+
+
+def _all_lines(port: int, table: str, deadline: float) -> list:
+    """Every line the server sends for ``table`` until it closes the connection (its stream
+    ends at its idle timeout)."""
+    c = Client(port)
+    c.start(table)
+    lines = []
+    try:
+        while True:
+            lines.append(json.loads(c.line(timeout=max(0.1, deadline - time.monotonic()))))
+    except ConnectionError:
+        return lines
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize(
+    "fixture,tables",
+    [
+        ("p4k", ["dba.t_types", "dba.t_alter"]),
+        (
+            "breadth",
+            ["dba.t_chg", "dba.t_ko", "dba.t_range", "dba.t_wide", "dba.t_lob", "dba.t_emp"],
+        ),
+    ],
+)
+def test_every_row_matches_the_schema_line_before_it(fixture, tables):
+    """A validating client's view: each row has exactly the fields of the schema line before
+    it, each value valid for its declared type (JSON, SET, MULTISET and SEQUENCE values are
+    sent as JSON text in strings, as declared; numbers as numbers), and a table gets one
+    schema line per version of its columns at most: before images of rows written before an
+    ALTER are mapped to the columns in force by attribute id (a column added since takes its
+    default), they do not switch the schema back."""
+    import walcdc
+
+    log = fixture_dir(fixture)
+    catalog = {s["name"]: s for s in walcdc.open_log(log).schemas()}
+    deadline = time.monotonic() + 60
+    with serving(log, idle_timeout=0.5) as (_, port):
+        results: dict = {}
+        threads = [
+            threading.Thread(target=lambda t=t: results.update({t: _all_lines(port, t, deadline)}))
+            for t in tables
+        ]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(max(0.1, deadline - time.monotonic()))
+    for table in tables:
+        lines = results[table]
+        versions = [r for r in catalog[table]["representations"] if r["columns"]]
+        schemas = [x for x in lines if "fields" in x]
+        rows = [x for x in lines if "fields" not in x]
+        assert rows and "fields" in lines[0], table
+        assert len(schemas) <= len(versions), (table, len(schemas), len(versions))
+        fields = None
+        for x in lines:
+            if "fields" in x:
+                fields = {f["name"]: f["type"] for f in x["fields"]}
+                continue
+            assert set(x) == set(fields), (table, x)
+            for name, value in x.items():
+                assert _conforms(value, fields[name]), (table, name, value, fields[name])
+        if table == "dba.t_types":
+            js = [json.loads(r["c_json"]) for r in rows if r["c_json"] is not None]
+            assert js and all(isinstance(v, dict) for v in js)
+            sets = [json.loads(r["c_set"]) for r in rows if r["c_set"] is not None]
+            assert sets and all(isinstance(v, list) for v in sets)
+        if table == "dba.t_alter":
+            # An update of a row written before ADD COLUMN c / DROP COLUMN b: its before image
+            # in the columns of the after image, c at its default.
+            before = next(r for r in rows if r["event_type"] == "update_before" and "c" in r)
+            assert "b" not in before
+
+
+def test_an_update_of_a_row_older_than_an_alter_does_not_switch_the_schema_back(served):
+    live, port = served
+    live.commit(inserts=[(1, {"name": "a"})])
+    live.add_column()
+    live.commit(updates=[(1, {"name": "a2", "note": "n"})], deletes=[])
+    live.commit(inserts=[(2, {"name": "b", "note": "m"})], deletes=[1])
+    c = Client(port)
+    c.start()
+    lines = [json.loads(c.line()) for _ in range(7)]
+    c.close()
+    names = [
+        [f["name"] for f in x["fields"]][6:] if "fields" in x else x["event_type"] for x in lines
+    ]
+    assert names == [
+        ["id", "name"],
+        "insert",
+        ["id", "name", "note"],
+        "update_before",
+        "update_after",
+        "insert",
+        "delete",
+    ]
+    # The row written before the ALTER, in the columns after it (note: its default, NULL).
+    assert {k: lines[3][k] for k in ("id", "name", "note")} == {"id": 1, "name": "a", "note": None}
+    assert {k: lines[6][k] for k in ("id", "name", "note")} == {"id": 1, "name": "a2", "note": "n"}

@@ -217,6 +217,7 @@ class _Handler(socketserver.BaseRequestHandler):
             self.server.source,
             tables=table,
             ops="insert,update,delete,ddl",
+            keys="id",  # images by attribute id: mapped to the version in force (_Rows)
             follow=True,
             poll_interval=self.server.poll_interval,
             idle_timeout=self.server.idle_timeout,
@@ -232,34 +233,161 @@ class _Handler(socketserver.BaseRequestHandler):
             stream.close()
 
         threading.Thread(target=watch, daemon=True).start()
-        columns: Optional[List[str]] = None
+        rows = _Rows(self.server.catalog, table)
         try:
             for batch in stream:
-                for e in batch.to_pylist():
+                for e in batch.select(_EVENT_COLUMNS).to_pylist():
                     if position is not None and (e["commit_lsa"] or 0) <= position:
                         continue
-                    if e["op"] == "ddl":
-                        columns = None  # the next row says the new columns
-                        continue
-                    for kind, image in _rows(e):
-                        names = list(image)
-                        if names != columns:
-                            columns = names
-                            self._send(json.dumps(self.server.schema_of(table, names)))
-                        self._send(json.dumps({**_meta(e, kind), **image}, default=str))
+                    for line in rows.lines(e):
+                        self._send(line)
         finally:
             stream.close()
             self.server.streams.discard(stream)
 
 
-def _rows(e: Dict[str, Any]) -> List[Tuple[str, Dict[str, Any]]]:
-    before = json.loads(e["before"]) if e.get("before") else None
-    after = json.loads(e["after"]) if e.get("after") else None
-    if e["op"] == "insert":
-        return [("insert", after or {})]
-    if e["op"] == "delete":
-        return [("delete", before or {})]
-    return [("update_before", before or {}), ("update_after", after or {})]
+#: The event columns the rows are made of.
+_EVENT_COLUMNS = [
+    "op",
+    "commit_lsa",
+    "commit_time",
+    "txn_seq",
+    "class_oid",
+    "partition_oid",
+    "before",
+    "after",
+    "before_image",
+    "after_image",
+]
+
+
+class _Version:
+    """A version of a table's columns, as a representation of its class defines them: the
+    columns in definition order, each ``(id, name, Avro type, default)``."""
+
+    def __init__(self, class_oid: int, repid: int, columns: List[Tuple[str, str, str, Any]]):
+        self.class_oid, self.repid, self.columns = class_oid, repid, columns
+        #: What a client sees: a new schema line only when this differs.
+        self.key = [(name, avro) for _, name, avro, _ in columns]
+
+    @classmethod
+    def of(cls, entry: Dict[str, Any], rep: Dict[str, Any]) -> _Version:
+        cols = sorted(rep["columns"], key=lambda c: c["def_order"])
+        return cls(
+            entry["class_oid"],
+            rep["repid"],
+            [
+                (str(c["id"]), c["name"], AVRO_TYPES.get(c["type_name"], "string"), c["default"])
+                for c in cols
+            ],
+        )
+
+    def schema(self, table: str) -> Dict[str, Any]:
+        fields = META_FIELDS + [{"name": name, "type": ["null", avro]} for name, avro in self.key]
+        return {
+            "namespace": "MaxScale.ChangeRecords.avro",
+            "type": "record",
+            "name": "ChangeRecord",
+            "table": table,
+            "fields": fields,
+        }
+
+    def row(self, image: Dict[str, Any]) -> Dict[str, Any]:
+        """``image`` (attribute id -> value) in these columns: a column the row was written
+        without (added since) takes its default, as CUBRID reads such a row; a column dropped
+        since is left out."""
+        return {
+            name: _avro_value(image[cid] if cid in image else default, avro)
+            for cid, name, avro, default in self.columns
+        }
+
+
+def _avro_value(value: Any, avro: str) -> Any:
+    """``value`` as its declared Avro type: JSON, SET, MULTISET and SEQUENCE values (objects and
+    arrays) and anything else declared a string are sent as JSON text, as MaxScale sends JSON
+    columns; a value of an older representation's type is converted where it can be."""
+    if value is None:
+        return None
+    if avro == "string":
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    try:
+        if avro in ("int", "long"):
+            return value if type(value) is int else int(value)
+        return value if type(value) in (int, float) else float(value)
+    except (TypeError, ValueError):
+        log.warning("a %s value %.80r is not one: sent as null", avro, value)
+        return None
+
+
+class _Rows:
+    """The schema and row lines of one client's table. The version in force is that of the
+    newest row image written (an insert's, an update's after image); an older row's before
+    image (an update or delete of a row written before an ALTER) is mapped to it by attribute
+    id, so the schema line changes once per version of the table, in row order, never back
+    and forth."""
+
+    def __init__(self, catalog: _Catalog, table: str):
+        self.catalog, self.table = catalog, table
+        self.version: Optional[_Version] = None
+        self.sent: Optional[list] = None  # the columns of the last schema line sent
+        self.ddl_seen: Optional[float] = None
+
+    def lines(self, e: Dict[str, Any]) -> List[str]:
+        if e["op"] == "ddl":
+            # A RENAME COLUMN renames without a new representation: the next row looks at a
+            # catalog learned after this DDL.
+            self.ddl_seen = time.monotonic()
+            return []
+        before = json.loads(e["before"]) if e.get("before") else None
+        after = json.loads(e["after"]) if e.get("after") else None
+        schemas = self.catalog.schemas(self.ddl_seen)
+        if self.ddl_seen is not None and self.version is not None:
+            v = self.version
+            self.version = self._find(schemas, v.class_oid, v.repid) or v
+        self.ddl_seen = None
+        if after is not None:
+            self.version = self._version(schemas, e, e["after_image"], after)
+        elif self.version is None:
+            self.version = self._version(schemas, e, e["before_image"], before or {})
+        out = []
+        if self.version.key != self.sent:
+            out.append(json.dumps(self.version.schema(self.table)))
+            self.sent = self.version.key
+        kinds = {"insert": [("insert", after)], "delete": [("delete", before)]}.get(
+            e["op"], [("update_before", before), ("update_after", after)]
+        )
+        for kind, image in kinds:
+            out.append(json.dumps({**_meta(e, kind), **self.version.row(image or {})}))
+        return out
+
+    def _version(self, schemas: list, e: Dict[str, Any], raw, image: Dict[str, Any]) -> _Version:
+        """The version a row image was written with: its class (the partition's, for a
+        partitioned table) and the representation id in its record header."""
+        class_oid = e["partition_oid"] or e["class_oid"]
+        repid = int.from_bytes(raw[:4], "big") & 0x00FFFFFF if raw and len(raw) >= 4 else None
+        found = self._find(schemas, class_oid, repid, set(image))
+        if found is None:  # a representation made after the catalog was learned
+            found = self._find(self.catalog.schemas(time.monotonic()), class_oid, repid, set(image))
+        if found is None:  # not in the log's class records: what the row itself says
+            log.warning("%s: no columns known for representation %s", self.table, repid)
+            found = _Version(class_oid, -1, [(k, k, "string", None) for k in image])
+        return found
+
+    @staticmethod
+    def _find(schemas: list, class_oid: int, repid: Optional[int], ids: Optional[set] = None):
+        """Class ``class_oid``'s representation ``repid`` if it has the columns ``ids`` of a
+        row image, else its newest representation with exactly those columns."""
+        for entry in schemas:
+            if entry["class_oid"] != class_oid:
+                continue
+            reps = {r["repid"]: r for r in entry["representations"] if r["columns"]}
+            rep = reps.get(repid)
+            if rep is not None and (ids is None or ids <= {str(c["id"]) for c in rep["columns"]}):
+                return _Version.of(entry, rep)
+            for rep in sorted(reps.values(), key=lambda r: -r["repid"]):
+                if ids is not None and ids == {str(c["id"]) for c in rep["columns"]}:
+                    return _Version.of(entry, rep)
+        return None
 
 
 def _meta(e: Dict[str, Any], kind: str) -> Dict[str, Any]:
@@ -305,18 +433,19 @@ class _Catalog:
             out.append((path, st.st_size, st.st_mtime_ns))
         return tuple(out)
 
-    def schemas(self, newer_than: Optional[float] = None, if_grown: bool = False) -> list:
-        """The schemas as learned (the first call learns them); learned again if the last walk
-        began before ``newer_than`` (a ``time.monotonic()``), or with ``if_grown`` if the log's
-        files changed since it. Callers must not change what is returned."""
+    def schemas(self, since: Optional[float] = None) -> list:
+        """The schemas as learned (the first call learns them); with ``since`` (a
+        ``time.monotonic()``), as learned by a walk begun after it, or before it if the log's
+        files have not changed since that walk began (else the log is walked again). Callers
+        must not change what is returned."""
         import walcdc
 
-        signature = self._signature_now() if if_grown else None
+        signature = self._signature_now() if since is not None else None
         with self._cond:
             while True:
-                fresh = self._schemas is not None
-                fresh = fresh and (newer_than is None or self._started >= newer_than)
-                fresh = fresh and (not if_grown or self._signature == signature)
+                fresh = self._schemas is not None and (
+                    since is None or self._started >= since or self._signature == signature
+                )
                 if fresh:
                     return self._schemas
                 if not self._busy:
@@ -340,9 +469,9 @@ class _Catalog:
         catalog as known, then, if not there, as the log is now (walked again only if it
         changed)."""
         candidates = [name] + ([name.rsplit(".", 1)[0]] if name.count(".") >= 2 else [])
-        for if_grown in (False, True):
+        for since in (None, time.monotonic()):
             known = {}
-            for s in self.schemas(if_grown=if_grown):
+            for s in self.schemas(since):
                 for n in s.get("names") or [s["name"]]:
                     known.setdefault(n.lower(), n)
             for c in candidates:
@@ -387,31 +516,6 @@ class CdcServer(socketserver.ThreadingTCPServer):
             return walcdc.open_log(self.source).info()["end_lsa"]
         except walcdc.LogError:
             return None
-
-    def schema_of(self, table: str, names: List[str]) -> Dict[str, Any]:
-        """The schema line for rows with columns ``names`` (types from the representation of
-        the table that has exactly those columns, else strings)."""
-        types: Dict[str, str] = {}
-        for if_grown in (False, True):  # a representation made since: learn it
-            for s in self.catalog.schemas(if_grown=if_grown):
-                if table not in (s.get("names") or [s["name"]]):
-                    continue
-                for rep in s["representations"]:
-                    cols = {c["name"]: c for c in rep["columns"]}
-                    if set(cols) == set(names):
-                        types = {n: AVRO_TYPES.get(cols[n]["type_name"], "string") for n in names}
-            if types:
-                break
-        fields = META_FIELDS + [
-            {"name": n, "type": ["null", types.get(n, "string")]} for n in names
-        ]
-        return {
-            "namespace": "MaxScale.ChangeRecords.avro",
-            "type": "record",
-            "name": "ChangeRecord",
-            "table": table,
-            "fields": fields,
-        }
 
     def close(self) -> None:
         for s in list(self.streams):
