@@ -221,6 +221,11 @@ class _Handler(socketserver.BaseRequestHandler):
             follow=True,
             poll_interval=self.server.poll_interval,
             idle_timeout=self.server.idle_timeout,
+            # Backpressure, not a queue: a few rows at a time, sent with blocking writes, so
+            # a slow client holds its reader back; a large transaction's events past
+            # client_memory wait in a temporary file until its commit is read.
+            batch_size=self.server.batch_rows,
+            memory_limit=self.server.client_memory,
         )
         self.server.streams.add(stream)
 
@@ -236,11 +241,12 @@ class _Handler(socketserver.BaseRequestHandler):
         rows = _Rows(self.server.catalog, table)
         try:
             for batch in stream:
+                out = []
                 for e in batch.select(_EVENT_COLUMNS).to_pylist():
-                    if position is not None and (e["commit_lsa"] or 0) <= position:
-                        continue
-                    for line in rows.lines(e):
-                        self._send(line)
+                    if position is None or (e["commit_lsa"] or 0) > position:
+                        out.extend(rows.lines(e))
+                if out:
+                    self.request.sendall("".join(line + "\n" for line in out).encode())
         finally:
             stream.close()
             self.server.streams.discard(stream)
@@ -483,7 +489,11 @@ class _Catalog:
 class CdcServer(socketserver.ThreadingTCPServer):
     """``CdcServer(source, users, host, port)``: serves the log at ``source`` (followed live)
     to CDC protocol clients; ``users``: name -> hex SHA1(SHA1(password)) (:func:`load_users`).
-    ``serve_forever()`` runs it; ``shutdown()`` then :meth:`close` stop it."""
+    ``serve_forever()`` runs it; ``shutdown()`` then :meth:`close` stop it.
+
+    ``client_memory``: bytes of a transaction's events a client's reader holds before they
+    spill to a temporary file; ``batch_rows``: rows read and sent at a time.
+    ``idle_timeout``: end a client's stream after this many seconds with nothing new."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -496,10 +506,13 @@ class CdcServer(socketserver.ThreadingTCPServer):
         port: int = 4001,
         poll_interval: float = 0.2,
         idle_timeout: Optional[float] = None,
+        client_memory: int = 16 << 20,
+        batch_rows: int = 256,
     ):
         self.source = os.fspath(source)
         self.users = users
         self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
+        self.client_memory, self.batch_rows = client_memory, batch_rows
         self.streams: set = set()
         self.catalog = _Catalog(self.source)
         super().__init__((host, port), _Handler)

@@ -749,8 +749,15 @@ def deliver(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=4001, show_default=True, help="TCP port.")
 @click.option("--poll-interval", default=0.2, show_default=True, help="Seconds between looks.")
+@click.option(
+    "--client-memory-mb",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Memory per client for a transaction's events; past it they spill to a temporary file.",
+)
 @_command
-def serve(path, users_file, host, port, poll_interval) -> None:
+def serve(path, users_file, host, port, poll_interval, client_memory_mb) -> None:
     """Serves the log's committed row changes over MaxScale's CDC protocol (authenticate,
     REGISTER UUID=..., TYPE=JSON, REQUEST-DATA owner.table [commit LSA]; rows as JSON lines as
     they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network."""
@@ -762,7 +769,7 @@ def serve(path, users_file, host, port, poll_interval) -> None:
         users = load_users(users_file)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    server = CdcServer(path, users, host, port, poll_interval)
+    server = CdcServer(path, users, host, port, poll_interval, client_memory=client_memory_mb << 20)
     stopping = threading.Event()
 
     def stop(*_):
