@@ -547,3 +547,67 @@ def test_slow_clients_of_a_large_table_hold_little_server_memory(tmp_path):
     # About 20 MB a client (its reader, 16 MiB of events at most) and the catalog, against
     # 180 MB a client when a whole batch of 40,000 rows was read ahead of the socket.
     assert growth < 3 * (50 << 20), f"the server grew by {growth >> 20} MB for 3 clients"
+
+
+def test_idle_connections_are_capped_and_timed_out_and_a_good_client_gets_in(tmp_path):
+    """Connections that do not authenticate hold no more than max_unauthenticated slots (a
+    new one pushes the oldest out with ERR) and are closed with ERR after auth_timeout: forty
+    idle sockets neither pile up threads nor keep a good client from its rows."""
+    live = LiveTable(tmp_path / "log")
+    live.commit(inserts=[(1, {"name": "a"})])
+    threads_before = threading.active_count()
+    options = dict(max_clients=8, max_unauthenticated=3, auth_timeout=1.0)
+    with serving(tmp_path / "log", **options) as (server, port):
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        time.sleep(0.3)
+        assert threading.active_count() - threads_before <= 1 + 3  # serve_forever + 3 idle
+        started = time.monotonic()
+        good = Client(port)
+        good.start()
+        assert "fields" in json.loads(good.line(timeout=5))
+        assert good.records(1)[0]["id"] == 1
+        assert time.monotonic() - started < 3
+        oldest = idle[0].recv(200)
+        assert oldest.startswith(b"ERR too many connections waiting to authenticate"), oldest
+        newest = idle[-1]  # pushed out by the good client, or timed out
+        newest.settimeout(5)
+        assert newest.recv(200).startswith(b"ERR")
+        # One that says nothing after the others are gone: closed at the timeout.
+        late = socket.create_connection(("127.0.0.1", port), timeout=5)
+        t = time.monotonic()
+        assert late.recv(200).startswith(b"ERR timed out")
+        assert 0.8 < time.monotonic() - t < 3
+        assert late.recv(200) == b""  # closed
+        for s in [*idle, late]:
+            s.close()
+        good.close()
+
+
+def test_max_clients_caps_the_connections(tmp_path):
+    """Past max_clients, a new connection gets ERR and is closed (no thread); once a client
+    leaves, a new one gets in."""
+    live = LiveTable(tmp_path / "log")
+    live.commit(inserts=[(1, {"name": "a"})])
+    with serving(tmp_path / "log", max_clients=3, max_unauthenticated=3) as (_, port):
+        clients = []
+        for _ in range(3):
+            c = Client(port)
+            c.start()
+            c.line()
+            clients.append(c)
+        extra = Client(port)
+        assert extra.line(timeout=5).startswith("ERR too many clients")
+        assert extra.sock.recv(10) == b""
+        extra.close()
+        clients.pop().close()
+        deadline = time.monotonic() + 5
+        while True:  # the server notices the close when the stream's watcher does
+            c = Client(port)
+            if c.login() == "OK":
+                break
+            c.close()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        c.close()
+        for c in clients:
+            c.close()

@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import socket
 import socketserver
 import threading
 import time
@@ -107,16 +108,33 @@ class _ClientGone(Exception):
     pass
 
 
+class _TimedOut(Exception):
+    pass
+
+
 class _Handler(socketserver.BaseRequestHandler):
     server: CdcServer
 
     def setup(self) -> None:
         self.buf = b""
+        # Authentication, registration and the request must all be done by then: a socket
+        # that says nothing (or a byte at a time) does not hold a thread for long.
+        self.deadline = time.monotonic() + self.server.auth_timeout
+
+    def finish(self) -> None:
+        self.server.forget(self.request)
 
     def _command(self) -> str:
         """The next command: up to a newline, or what one message brought."""
         while b"\n" not in self.buf:
-            chunk = self.request.recv(MAX_COMMAND)
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise _TimedOut
+            self.request.settimeout(left)
+            try:
+                chunk = self.request.recv(MAX_COMMAND)
+            except socket.timeout:
+                raise _TimedOut from None
             if not chunk:
                 if self.buf:
                     break
@@ -135,19 +153,27 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         try:
             self._conversation()
+        except _TimedOut:
+            wait = self.server.auth_timeout
+            self._last_word(f"ERR timed out: authenticate, register and request within {wait:g} s")
         except (_ClientGone, ConnectionError, OSError):
             pass
         except ValueError as exc:
-            try:
-                self._send(f"ERR {exc}")
-            except OSError:
-                pass
+            self._last_word(f"ERR {exc}")
+
+    def _last_word(self, text: str) -> None:
+        try:
+            self.request.settimeout(1)
+            self._send(text)
+        except OSError:
+            pass
 
     def _conversation(self) -> None:
         # Authentication.
         if not self._authenticate(self._command()):
             self._send("ERR authentication failed")
             return
+        self.server.authenticated(self.request)
         self._send("OK")
         # Registration.
         while True:
@@ -195,6 +221,7 @@ class _Handler(socketserver.BaseRequestHandler):
                         f"({L.format_lsa(end)})"
                     )
                     continue
+            self.request.settimeout(None)  # from now on, sends wait for the client
             self._stream(table, position)
             return
 
@@ -410,6 +437,19 @@ def _meta(e: Dict[str, Any], kind: str) -> Dict[str, Any]:
     }
 
 
+def _refuse(sock, text: str) -> None:
+    """Says why and ends the connection, without ever blocking the accepting thread; the
+    connection's own thread, if any, sees the end and closes it."""
+    try:
+        sock.send(text.encode() + b"\n", socket.MSG_DONTWAIT)
+    except OSError:
+        pass
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 class _Catalog:
     """The log's tables (``LogSet.schemas()``), learned once, and again only when asked for
     something newer: a walk begun after a given time, or after the log's files changed. One
@@ -497,6 +537,7 @@ class CdcServer(socketserver.ThreadingTCPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128  # a burst of connections waits to be accepted (or refused)
 
     def __init__(
         self,
@@ -508,17 +549,60 @@ class CdcServer(socketserver.ThreadingTCPServer):
         idle_timeout: Optional[float] = None,
         client_memory: int = 16 << 20,
         batch_rows: int = 256,
+        max_clients: int = 64,
+        max_unauthenticated: int = 16,
+        auth_timeout: float = 10.0,
     ):
         self.source = os.fspath(source)
         self.users = users
         self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
         self.client_memory, self.batch_rows = client_memory, batch_rows
+        self.max_clients = max_clients
+        self.max_unauthenticated = min(max_unauthenticated, max_clients)
+        self.auth_timeout = auth_timeout
+        self._clients: set = set()  # connections with a thread
+        self._waiting: Dict[Any, None] = {}  # those not authenticated yet, oldest first
+        self._clients_lock = threading.Lock()
         self.streams: set = set()
         self.catalog = _Catalog(self.source)
         super().__init__((host, port), _Handler)
 
     def resolve(self, name: str) -> Optional[str]:
         return self.catalog.resolve(name)
+
+    def process_request(self, request, client_address) -> None:
+        """Admits a connection (a thread of its own) within the caps. Past max_unauthenticated
+        connections not yet authenticated, the oldest of them is pushed out, so idle sockets
+        cannot keep a client that authenticates at once from its turn; past max_clients with
+        every one authenticated, the new connection is refused. Both get ERR and are closed."""
+        pushed_out = None
+        with self._clients_lock:
+            full = len(self._clients) >= self.max_clients
+            if self._waiting and (full or len(self._waiting) >= self.max_unauthenticated):
+                pushed_out = next(iter(self._waiting))
+                self._forget(pushed_out)
+            elif full:
+                _refuse(request, "ERR too many clients")
+                self.shutdown_request(request)
+                return
+            self._clients.add(request)
+            self._waiting[request] = None
+        if pushed_out is not None:
+            _refuse(pushed_out, "ERR too many connections waiting to authenticate")
+        request.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)  # peers that vanish
+        super().process_request(request, client_address)
+
+    def authenticated(self, request) -> None:
+        with self._clients_lock:
+            self._waiting.pop(request, None)
+
+    def forget(self, request) -> None:
+        with self._clients_lock:
+            self._forget(request)
+
+    def _forget(self, request) -> None:
+        self._clients.discard(request)
+        self._waiting.pop(request, None)
 
     def end_of_log(self) -> Optional[int]:
         """Where the log ends now (None while it cannot be read, e.g. between two steps of

@@ -756,8 +756,39 @@ def deliver(
     type=click.IntRange(min=1),
     help="Memory per client for a transaction's events; past it they spill to a temporary file.",
 )
+@click.option(
+    "--max-clients",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections at once; past it a new one gets ERR and is closed.",
+)
+@click.option(
+    "--max-unauthenticated",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections not yet authenticated at once; past it the oldest is closed with ERR.",
+)
+@click.option(
+    "--auth-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a connection has to authenticate, register and request; then ERR, closed.",
+)
 @_command
-def serve(path, users_file, host, port, poll_interval, client_memory_mb) -> None:
+def serve(
+    path,
+    users_file,
+    host,
+    port,
+    poll_interval,
+    client_memory_mb,
+    max_clients,
+    max_unauthenticated,
+    auth_timeout,
+) -> None:
     """Serves the log's committed row changes over MaxScale's CDC protocol (authenticate,
     REGISTER UUID=..., TYPE=JSON, REQUEST-DATA owner.table [commit LSA]; rows as JSON lines as
     they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network."""
@@ -769,7 +800,17 @@ def serve(path, users_file, host, port, poll_interval, client_memory_mb) -> None
         users = load_users(users_file)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    server = CdcServer(path, users, host, port, poll_interval, client_memory=client_memory_mb << 20)
+    server = CdcServer(
+        path,
+        users,
+        host,
+        port,
+        poll_interval,
+        client_memory=client_memory_mb << 20,
+        max_clients=max_clients,
+        max_unauthenticated=max_unauthenticated,
+        auth_timeout=auth_timeout,
+    )
     stopping = threading.Event()
 
     def stop(*_):
