@@ -611,3 +611,29 @@ def test_max_clients_caps_the_connections(tmp_path):
         c.close()
         for c in clients:
             c.close()
+
+
+def test_what_the_reader_skips_is_logged_while_the_server_runs(tmp_path):
+    """The reader's warnings (here UnfinishedTransactionDropped: p4k with a record inside the
+    huge transaction claiming to start a new one under its trid) are log lines on the server's
+    stderr as they happen, while a client is still being served, not notes printed at exit.
+    The command's limits are its options (--auth-timeout here)."""
+    from test_bad_input import _hostile_copy
+
+    log = tmp_path / "log"
+    log.mkdir()
+    _hostile_copy(log, "p4k_null_prev_tranlsa.json")
+    with serve_command(tmp_path, log, "--auth-timeout", "1") as (_, port, errors):
+        c = Client(port)
+        c.start("dba.t_alter")
+        c.line()
+        assert c.records(1)[0]["event_type"] == "insert"
+        deadline = time.monotonic() + 30
+        while not any("dropped" in e for e in errors) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        logged = [e for e in errors if "dropped" in e]
+        assert logged and "walcdc serve" in logged[0], errors
+        silent = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert silent.recv(100).startswith(b"ERR timed out: authenticate, register and request")
+        silent.close()
+        c.close()

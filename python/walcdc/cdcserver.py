@@ -42,6 +42,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from walcdc import lsa as L
 from walcdc.errors import LogError
 
 __all__ = ["CdcServer", "user_line", "load_users"]
@@ -156,6 +157,9 @@ class _Handler(socketserver.BaseRequestHandler):
         except _TimedOut:
             wait = self.server.auth_timeout
             self._last_word(f"ERR timed out: authenticate, register and request within {wait:g} s")
+        except LogError as exc:  # the log cannot be read on (an archive removed, ...)
+            log.error("%s:%s: %s", *self.client_address[:2], exc)
+            self._last_word(f"ERR {exc}")
         except (_ClientGone, ConnectionError, OSError):
             pass
         except ValueError as exc:
@@ -204,8 +208,6 @@ class _Handler(socketserver.BaseRequestHandler):
                 continue
             position = None
             if len(parts) == 3:
-                from walcdc import lsa as L
-
                 try:
                     position = L.parse(parts[2])
                 except ValueError:
@@ -255,6 +257,8 @@ class _Handler(socketserver.BaseRequestHandler):
             memory_limit=self.server.client_memory,
         )
         self.server.streams.add(stream)
+        since = f" after {L.format_lsa(position)}" if position is not None else ""
+        log.info("%s:%s: %s%s", *self.client_address[:2], table, since)
 
         def watch():  # the client closing its side ends the stream
             try:
@@ -424,8 +428,6 @@ class _Rows:
 
 
 def _meta(e: Dict[str, Any], kind: str) -> Dict[str, Any]:
-    from walcdc import lsa as L
-
     t = e.get("commit_time")
     return {
         "domain": 0,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import logging
 import os
 import sys
 import threading
@@ -800,6 +801,16 @@ def serve(
         users = load_users(users_file)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    logger = logging.getLogger("walcdc")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s walcdc serve: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    # The reader's warnings (pages skipped, records dropped) as log lines when they happen:
+    # the server runs for days, a note at its exit would come too late.
+    warnings.showwarning = lambda message, category, *_a, **_k: logger.warning(
+        "%s: %s", category.__name__, message
+    )
     server = CdcServer(
         path,
         users,
