@@ -1,7 +1,10 @@
 """The CDC protocol server (walcdc.cdcserver, ``walcdc serve``) with a socket client on
 127.0.0.1: authentication failures, REGISTER and REQUEST-DATA, the schema then the rows of a
 table, resuming from a commit LSA, two clients at different positions, an ALTER mid-stream,
-rows committed while a client is connected, malformed commands. Every read has a deadline."""
+rows committed while a client is connected, malformed commands; rows checked against their
+schema lines on real logs; the caps, the authentication timeout, backpressure (the server
+process's memory), the catalog learned once, warnings logged as they happen, the users file
+and hash-user. Every read has a deadline; every server is started and stopped by its test."""
 
 from __future__ import annotations
 

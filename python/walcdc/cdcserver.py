@@ -14,17 +14,22 @@ A schema line is an Avro record schema in JSON (as MaxScale sends): the fields `
 ``update_before``, ``update_after``, ``delete``) followed by the table's columns. walcdc fills
 ``sequence`` with the transaction's commit LSA (``pageid|offset``, the position to resume
 after), ``event_number`` with the event's place in its transaction, ``timestamp`` with the
-commit time (Unix seconds). An update is two rows, before and after. When the table's columns
-change (an ALTER), a new schema line comes before the next row. ``<version>`` is accepted and
-ignored (CUBRID's representations are read from the log). Rows come from transactions
-committed *after* the given commit LSA (all of them without one).
+commit time (Unix seconds). An update is two rows, before and after. Every value is of its
+declared type (JSON and collection values as JSON text). A new schema line comes before the
+first row of a new version of the table's columns (an ALTER); older rows' before images are
+sent in the version in force (:class:`_Rows`). ``<version>`` is accepted and ignored
+(CUBRID's representations are read from the log). Rows come from transactions committed
+*after* the given commit LSA (all of them without one); a position at or beyond the end of
+the log is refused.
 
-Users come from a file of ``user:<hex SHA1(SHA1(password))>`` lines (:func:`user_line`): the
-server stores no password, nor what a client sends. The connection is plain TCP, as MaxScale's
-and CUBRID's own CDC ports are: keep it on a trusted network (or behind a TLS tunnel).
-Each client is served by a thread of its own following the log: a slow client slows only
-itself (its socket's buffer fills and its reader waits), and bad commands or credentials get
-``ERR`` with a reason.
+Users come from a file of ``user:<hex SHA1(SHA1(password))>`` lines (:func:`user_line`), which
+group and others may not write: the server stores no password, nor what a client sends. The
+connection is plain TCP, as MaxScale's and CUBRID's own CDC ports are: keep it on a trusted
+network (or behind a TLS tunnel). Each client is served by a thread of its own following the
+log, a few rows at a time with blocking sends: a slow client slows only itself (its socket's
+buffer fills and its reader waits). Connections are capped (``max_clients``,
+``max_unauthenticated``) and must authenticate, register and request within
+``auth_timeout``; bad commands or credentials get ``ERR`` with a reason.
 """
 
 from __future__ import annotations
