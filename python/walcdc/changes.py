@@ -232,13 +232,16 @@ def _follow_batches(
     quiet_since = time.monotonic()
     failing_since: Optional[float] = None
     failure: Optional[LogError] = None
+    told: Dict[str, Any] = {}  # the warnings given so far: each is given as it happens
     while not stop.is_set():
         for b in native:
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
+            _warn_new(native, told)
             yield convert(batch) if convert is not None else batch
         # A poll gives whole transactions: the last one is over.
         yield from _finish(convert)
+        _warn_new(native, told)
         if native.end_reason() == "requested_end":
             break  # the stream's end= is reached: nothing after it is read
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
@@ -260,7 +263,7 @@ def _follow_batches(
             continue
         failing_since, failure = None, None
         native.refresh(snapshot)
-    _warn_at_end(native)
+    _warn_new(native, told)
 
 
 def _open_followed(source, poll_interval: float) -> LogSet:
@@ -293,6 +296,13 @@ def _snapshot(open_it):
 
 def _warn_at_end(native) -> None:
     """What the stream skipped or dropped, as warnings once it is over."""
+    _warn_new(native, {})
+
+
+def _warn_new(native, told: Dict[str, Any]) -> None:
+    """What the stream skipped or dropped and ``told`` (updated) does not hold yet, as
+    warnings: a followed stream calls it as it reads, so that a consumer running for days
+    hears of a damaged record when it is read, not when the stream ends."""
     from walcdc.logset import (
         UnfinishedTransactionDropped,
         _warn_beyond_end,
@@ -300,16 +310,31 @@ def _warn_at_end(native) -> None:
         _warn_unplaced,
     )
 
-    _warn_skipped(list(native.skipped()))
-    _warn_unplaced(list(native.unplaced()))
+    told.setdefault("skipped", [])
+    told.setdefault("unplaced", set())
+    skipped = [s for s in native.skipped() if s not in told["skipped"]]
+    told["skipped"].extend(skipped)
+    _warn_skipped(skipped)
+    unplaced = [k for k in native.unplaced() if k not in told["unplaced"]]
+    told["unplaced"].update(unplaced)
+    _warn_unplaced(unplaced)
     beyond = native.beyond_end()
-    _warn_beyond_end(dict(beyond) if beyond is not None else None)
+    beyond = dict(beyond) if beyond is not None else None
+    if beyond != told.get("beyond_end"):
+        told["beyond_end"] = beyond
+        _warn_beyond_end(beyond)
     stats = native.stats()
-    if stats.get("restarted_transactions"):
+    restarted = stats.get("restarted_transactions", 0) - told.get("restarted", 0)
+    if restarted > 0:
+        abandoned = stats["abandoned_events"] - told.get("abandoned", 0)
+        told["restarted"], told["abandoned"] = (
+            stats["restarted_transactions"],
+            stats["abandoned_events"],
+        )
         warnings.warn(
             UnfinishedTransactionDropped(
-                f"{stats['restarted_transactions']} transaction(s) restarted under their trid "
-                f"before an end record: {stats['abandoned_events']} event(s) of the unfinished "
+                f"{restarted} transaction(s) restarted under their trid "
+                f"before an end record: {abandoned} event(s) of the unfinished "
                 "one(s) dropped (a damaged log?)"
             ),
             stacklevel=4,

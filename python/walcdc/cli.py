@@ -958,8 +958,46 @@ def deliver(
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=4001, show_default=True, help="TCP port.")
 @click.option("--poll-interval", default=0.2, show_default=True, help="Seconds between looks.")
+@click.option(
+    "--client-memory-mb",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Memory per client for a transaction's events; past it they spill to a temporary file.",
+)
+@click.option(
+    "--max-clients",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections at once; past it a new one gets ERR and is closed.",
+)
+@click.option(
+    "--max-unauthenticated",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections not yet authenticated at once; past it the oldest is closed with ERR.",
+)
+@click.option(
+    "--auth-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a connection has to authenticate, register and request; then ERR, closed.",
+)
 @_command
-def serve(path, users_file, host, port, poll_interval) -> None:
+def serve(
+    path,
+    users_file,
+    host,
+    port,
+    poll_interval,
+    client_memory_mb,
+    max_clients,
+    max_unauthenticated,
+    auth_timeout,
+) -> None:
     """Serves the log's committed row changes over MaxScale's CDC protocol (authenticate,
     REGISTER UUID=..., TYPE=JSON, REQUEST-DATA owner.table [commit LSA]; rows as JSON lines as
     they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network."""
@@ -971,7 +1009,27 @@ def serve(path, users_file, host, port, poll_interval) -> None:
         users = load_users(users_file)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    server = CdcServer(path, users, host, port, poll_interval)
+    logger = logging.getLogger("walcdc")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s walcdc serve: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    # The reader's warnings (pages skipped, records dropped) as log lines when they happen:
+    # the server runs for days, a note at its exit would come too late.
+    warnings.showwarning = lambda message, category, *_a, **_k: logger.warning(
+        "%s: %s", category.__name__, message
+    )
+    server = CdcServer(
+        path,
+        users,
+        host,
+        port,
+        poll_interval,
+        client_memory=client_memory_mb << 20,
+        max_clients=max_clients,
+        max_unauthenticated=max_unauthenticated,
+        auth_timeout=auth_timeout,
+    )
     stopping = threading.Event()
 
     def stop(*_):
@@ -990,11 +1048,32 @@ def serve(path, users_file, host, port, poll_interval) -> None:
 
 @main.command(name="hash-user")
 @click.argument("user")
-@click.password_option()
-def hash_user(user, password) -> None:
-    """Prints the users-file line of USER for walcdc serve (the password is asked for)."""
+@click.option(
+    "--password-stdin",
+    is_flag=True,
+    help="Read the password from the first line of standard input (for scripts) instead of "
+    "asking for it twice on the terminal.",
+)
+@_command
+def hash_user(user, password_stdin) -> None:
+    """Prints the users-file line of USER for walcdc serve: `walcdc hash-user USER >> FILE`.
+    Only that line goes to standard output; prompts and errors go to standard error. The
+    password is never an argument (other users of the machine could read it)."""
     from walcdc.cdcserver import user_line
 
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt(
+            "Password", hide_input=True, err=True, default="", show_default=False
+        )
+        again = click.prompt(
+            "Repeat for confirmation", hide_input=True, err=True, default="", show_default=False
+        )
+        if password != again:
+            _fail("the two passwords do not match (nothing written)", EXIT_USAGE)
+    if not password:
+        _fail("empty password (nothing written)", EXIT_USAGE)
     click.echo(user_line(user, password))
 
 
