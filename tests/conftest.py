@@ -168,6 +168,48 @@ def fixture_path():
     return fixture_dir
 
 
+# --- tiers ---------------------------------------------------------------------------------
+#
+# The default run (CI) keeps at least one case of every kind and a seeded sample of the
+# exhaustive sweeps; ``pytest -m full`` (before a release) runs every test, each sweep at full
+# density. A test or parameter set marked ``full`` runs only there; a sweep asks
+# :data:`FULL_TIER` (known before the test modules are imported) for its density.
+
+#: Whether this run is the full tier (``-m full``, or ``WALCDC_TIER=full``).
+FULL_TIER = False
+
+
+def pytest_configure(config):
+    global FULL_TIER
+    config.addinivalue_line(
+        "markers", "full: an exhaustive case, run by `pytest -m full` (the release tier) only"
+    )
+    FULL_TIER = (config.getoption("markexpr") or "").strip() == "full" or (
+        os.environ.get("WALCDC_TIER") == "full"
+    )
+
+
+def tiered(default, full):
+    """``default`` in the default run, ``full`` in the full tier."""
+    return full if FULL_TIER else default
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # Every Spark test runs in one worker, with the one session (pytest-xdist --dist loadgroup).
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    if FULL_TIER:
+        for item in items:  # -m full selects every test
+            item.add_marker(pytest.mark.full)
+    elif not config.getoption("markexpr"):
+        kept = [i for i in items if i.get_closest_marker("full") is None]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+            items[:] = kept
+
+
 # Hypothesis: a fixed, derandomized profile in CI (reproducible runs); the default elsewhere.
 try:
     from hypothesis import settings as _hyp_settings

@@ -9,6 +9,7 @@ import re
 import struct
 import warnings
 
+import pyarrow as pa
 import pytest
 
 import walcdc
@@ -110,3 +111,127 @@ def test_an_end_marker_on_an_archived_page_is_a_counted_skip(tmp_path):
     with pytest.warns(walcdc.UnplacedRecordsSkipped, match=re.escape(L.format_lsa(target))):
         log.records().read_all()
     assert log.last_walk["unplaced"] == [target]
+
+
+# --------------------------------------------------------------------------------------------
+# A deleted oldest archive: transactions begun in it are partial
+
+
+def _without_oldest_archive(tmp_path):
+    """p4k's volumes without archive 0 (symlinks), and the fixture's own directory."""
+    import os
+
+    from conftest import fixture_dir
+
+    src = fixture_dir("p4k")
+    for f in ("p4k_lgar001", "p4k_lgar002", "p4k_lgat"):
+        os.symlink(src / f, tmp_path / f)
+    return src
+
+
+def _partial_instances(src, cut: int):
+    """From the full log's records: the end records (commit or abort) at or after ``cut`` of
+    transactions whose first record lies before it, by type, and the LSAs of their records at
+    or after ``cut`` (a trid's transaction starts at its first record after its previous end)."""
+    recs = walcdc.open_log(src).records(columns=["lsa", "trid", "type"]).read_all()
+    first, members, ends, lsas = {}, {}, {"LOG_COMMIT": set(), "LOG_ABORT": set()}, set()
+    for lsa, trid, rtype in zip(*(recs.column(c).to_pylist() for c in ("lsa", "trid", "type"))):
+        if trid <= 0:
+            continue
+        first.setdefault(trid, lsa)
+        if lsa >= cut:
+            members.setdefault(trid, []).append(lsa)
+        if rtype in ends:
+            if lsa >= cut and first[trid] < cut:
+                ends[rtype].add(lsa)
+                lsas.update(members.get(trid, []))
+            first.pop(trid)
+            members.pop(trid, None)
+    return ends, lsas
+
+
+RAW = ["lsa", "commit_lsa", "trid", "op", "class_oid", "row_oid", "before_image", "after_image"]
+
+
+def _rows(table, cols=RAW):
+    return sorted(zip(*(table.column(c).to_pylist() for c in cols)), key=lambda r: r[0])
+
+
+@pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
+def test_transactions_begun_in_a_deleted_archive_are_not_passed_off_as_complete(
+    tmp_path, committed_only
+):
+    import pyarrow.compute as pc
+
+    src = _without_oldest_archive(tmp_path)
+    cut = walcdc.open_log(tmp_path).info()["first_lsa"]
+    assert L.split(cut)[0] == 5118
+    ends, partial_lsas = _partial_instances(src, cut)
+    # The huge transaction (first record 857|3008, committed at 7761|2296) is one of them.
+    assert L.parse("7761|2296") in ends["LOG_COMMIT"]
+    partial_ends = ends["LOG_COMMIT"] | (set() if committed_only else ends["LOG_ABORT"])
+    full = walcdc.read_changes(src, committed_only=committed_only).read_all()
+    # The full log's events the cut log still holds: those at or after the cut (whose
+    # transaction committed after it); and those of transactions it holds whole.
+    end_of = "commit_lsa" if committed_only else "lsa"
+    held = full.filter(
+        pc.and_(pc.greater_equal(full["lsa"], cut), pc.greater_equal(full[end_of], cut))
+    )
+    whole = [r for r in _rows(held) if r[0] not in partial_lsas]
+    assert held.num_rows > len(whole) > 0
+
+    # Left out (the default): counted and warned about, with the unknown schemas too.
+    stream, _, caught = events(tmp_path, committed_only=committed_only)
+    stats = stream.stats
+    assert stats["partial_transactions"] == len(partial_ends)
+    kinds = {type(w).__name__ for w in caught}
+    assert {"PartialTransactionsSkipped", "SchemasUnknown"} <= kinds, kinds
+    assert stats["unknown_schema_tables"] > 0 and stats["unknown_schema_events"] > 0
+    kept = walcdc.read_changes(tmp_path, committed_only=committed_only)
+    with pytest.warns(walcdc.PartialTransactionsSkipped):
+        kept_rows = kept.read_all()
+    assert not any(kept_rows["partial"].to_pylist())
+    if committed_only:
+        assert _rows(kept_rows) == whole
+    else:
+        # CUBRID's own stream reports a transaction once its user is known: the cut log's
+        # whole transactions are those of the full log (the partial ones are left out).
+        got_rows = _rows(kept_rows)
+        at = {r[0] for r in got_rows}
+        assert at <= {r[0] for r in whole}
+        assert got_rows == [r for r in whole if r[0] in at]
+
+    # Emitted, marked: exactly the partial transactions' events are marked.
+    emitted = walcdc.read_changes(tmp_path, committed_only=committed_only, on_partial="emit")
+    with pytest.warns(walcdc.PartialTransactionsEmitted):
+        got = emitted.read_all()
+    marked = got.filter(got["partial"])
+    changes = pc.is_in(
+        pc.cast(marked["op"], "string"), pa.array(["insert", "update", "delete", "ddl"])
+    )
+    assert pc.sum(changes).as_py() == emitted.stats["partial_events"] == stats["partial_events"] > 0
+    assert set(marked["lsa"].to_pylist()) <= partial_lsas
+    unmarked = got.filter(pc.invert(got["partial"]))
+    assert _rows(unmarked) == _rows(kept_rows)
+    if committed_only:
+        assert _rows(got) == _rows(held)
+        assert set(marked["commit_lsa"].to_pylist()) <= partial_ends
+
+
+def test_the_cli_says_when_transactions_or_schemas_are_missing(tmp_path):
+    from click.testing import CliRunner
+
+    from walcdc.cli import main as cli_main
+
+    _without_oldest_archive(tmp_path)
+    out = tmp_path / "out.parquet"
+    r = CliRunner().invoke(cli_main, ["extract", str(tmp_path), "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    assert "walcdc: note:" in r.stderr and "began before the oldest volume" in r.stderr
+    assert "schema of" in r.stderr and "table(s) is not in the log" in r.stderr
+    r = CliRunner().invoke(
+        cli_main,
+        ["extract", str(tmp_path), "-o", str(tmp_path / "all.parquet"), "--on-partial", "emit"],
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "partial = true" in r.stderr

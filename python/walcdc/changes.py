@@ -11,7 +11,7 @@ import time
 import warnings
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -143,7 +143,9 @@ class Cursor:
             raise InvalidArgumentError(f"{path}: {exc.message}", path) from None
 
 
-def _stream_batches(native, convert=None, users=None) -> Iterator[pa.RecordBatch]:
+def _stream_batches(
+    native, convert=None, users=None, on_warning=None, partial_emitted: bool = False
+) -> Iterator[pa.RecordBatch]:
     """A stream's batches, then its warnings. Holds what it reads, never the stream object: a
     generator referring back to its stream would make a reference cycle through pyarrow's
     reader that the garbage collector cannot see, and a stream dropped half way would keep its
@@ -154,7 +156,7 @@ def _stream_batches(native, convert=None, users=None) -> Iterator[pa.RecordBatch
             users.see(batch)
         yield convert(batch) if convert is not None else batch
     yield from _finish(convert)
-    _warn_at_end(native)
+    _say(_new_warnings(native, {}, partial_emitted), on_warning)
     if users is not None:
         users.finish()
 
@@ -222,6 +224,8 @@ def _follow_batches(
     poll_interval: float,
     idle_timeout: Optional[float],
     stop: threading.Event,
+    on_warning=None,
+    partial_emitted: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """A followed log's batches: what is written, then, every ``poll_interval`` seconds, what
     was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
@@ -237,11 +241,11 @@ def _follow_batches(
         for b in native:
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
-            _warn_new(native, told)
+            _say(_new_warnings(native, told, partial_emitted), on_warning)
             yield convert(batch) if convert is not None else batch
         # A poll gives whole transactions: the last one is over.
         yield from _finish(convert)
-        _warn_new(native, told)
+        _say(_new_warnings(native, told, partial_emitted), on_warning)
         if native.end_reason() == "requested_end":
             break  # the stream's end= is reached: nothing after it is read
         if idle_timeout is not None and time.monotonic() - quiet_since >= idle_timeout:
@@ -263,7 +267,7 @@ def _follow_batches(
             continue
         failing_since, failure = None, None
         native.refresh(snapshot)
-    _warn_new(native, told)
+    _say(_new_warnings(native, told, partial_emitted), on_warning)
 
 
 def _open_followed(source, poll_interval: float) -> LogSet:
@@ -294,51 +298,88 @@ def _snapshot(open_it):
     return log
 
 
-def _warn_at_end(native) -> None:
-    """What the stream skipped or dropped, as warnings once it is over."""
-    _warn_new(native, {})
-
-
-def _warn_new(native, told: Dict[str, Any]) -> None:
-    """What the stream skipped or dropped and ``told`` (updated) does not hold yet, as
-    warnings: a followed stream calls it as it reads, so that a consumer running for days
-    hears of a damaged record when it is read, not when the stream ends."""
+def _new_warnings(native, told: Dict[str, Any], partial_emitted: bool = False) -> List[Warning]:
+    """What the stream skipped, dropped or could not decode and ``told`` (updated) does not
+    hold yet, as warnings: a followed stream asks as it reads, so that a consumer running for
+    days hears of a damaged record when it is read, not when the stream ends; a stream that
+    ends asks once, with ``told`` empty."""
     from walcdc.logset import (
+        PartialTransactionsEmitted,
+        PartialTransactionsSkipped,
+        SchemasUnknown,
         UnfinishedTransactionDropped,
-        _warn_beyond_end,
-        _warn_skipped,
-        _warn_unplaced,
+        walk_warnings,
     )
 
     told.setdefault("skipped", [])
     told.setdefault("unplaced", set())
     skipped = [s for s in native.skipped() if s not in told["skipped"]]
     told["skipped"].extend(skipped)
-    _warn_skipped(skipped)
     unplaced = [k for k in native.unplaced() if k not in told["unplaced"]]
     told["unplaced"].update(unplaced)
-    _warn_unplaced(unplaced)
     beyond = native.beyond_end()
     beyond = dict(beyond) if beyond is not None else None
-    if beyond != told.get("beyond_end"):
+    if beyond == told.get("beyond_end"):
+        beyond = None
+    else:
         told["beyond_end"] = beyond
-        _warn_beyond_end(beyond)
+    out = walk_warnings(skipped, unplaced, beyond)
     stats = native.stats()
-    restarted = stats.get("restarted_transactions", 0) - told.get("restarted", 0)
-    if restarted > 0:
-        abandoned = stats["abandoned_events"] - told.get("abandoned", 0)
-        told["restarted"], told["abandoned"] = (
-            stats["restarted_transactions"],
-            stats["abandoned_events"],
-        )
-        warnings.warn(
+
+    def new(count: str, *more: str):
+        """The growth of counters since they were last told: ``None`` if ``count`` did not."""
+        grown = [stats.get(k, 0) - told.get(k, 0) for k in (count, *more)]
+        if grown[0] <= 0:
+            return None
+        for k in (count, *more):
+            told[k] = stats.get(k, 0)
+        return grown
+
+    restarted = new("restarted_transactions", "abandoned_events")
+    if restarted:
+        out.append(
             UnfinishedTransactionDropped(
-                f"{restarted} transaction(s) restarted under their trid "
-                f"before an end record: {abandoned} event(s) of the unfinished "
-                "one(s) dropped (a damaged log?)"
-            ),
-            stacklevel=4,
+                f"{restarted[0]} transaction(s) restarted under their trid before an end record: "
+                f"{restarted[1]} event(s) of the unfinished one(s) dropped (a damaged log?)"
+            )
         )
+    partial = new("partial_transactions", "partial_events")
+    if partial:
+        began = "began before the oldest volume of the log set (an older archive is gone)"
+        if partial_emitted:
+            out.append(
+                PartialTransactionsEmitted(
+                    f"{partial[0]} transaction(s) {began}: their {partial[1]} event(s) the log "
+                    "still holds were emitted with partial = true (the earlier ones are lost)"
+                )
+            )
+        else:
+            out.append(
+                PartialTransactionsSkipped(
+                    f"{partial[0]} transaction(s) {began}: their {partial[1]} event(s) the log "
+                    'still holds were left out (on_partial="emit" emits them, marked partial)',
+                )
+            )
+    unknown = new("unknown_schema_tables", "unknown_schema_events")
+    if unknown:
+        out.append(
+            SchemasUnknown(
+                f"the schema of {unknown[0]} table(s) is not in the log (created before its "
+                f"oldest volume?): {unknown[1]} event(s) carry their raw images only, with "
+                "decode_error set; pass schema= a schema file "
+                "(walcdc.pycubrid_schema.export_schema writes one)"
+            )
+        )
+    return out
+
+
+def _say(found: List[Warning], on_warning=None) -> None:
+    """Gives each warning to ``on_warning``, or warns with it."""
+    for w in found:
+        if on_warning is not None:
+            on_warning(w)
+        else:
+            warnings.warn(w, stacklevel=4)
 
 
 class ChangeStream:
@@ -357,6 +398,7 @@ class ChangeStream:
         info: Optional[Dict[str, Any]] = None,
         follow: Optional[Dict[str, Any]] = None,
         users: Optional[_UserCheck] = None,
+        on_warning=None,
     ):
         self._native = native
         #: What the stream reads: ``committed_only``, ``db_creation``, ``database``, filters.
@@ -364,11 +406,12 @@ class ChangeStream:
         native_schema = pa.schema(native.schema())
         self._transform = transform
         self.schema: pa.Schema = transform.schema(native_schema) if transform else native_schema
+        said = dict(on_warning=on_warning, partial_emitted=self.info.get("on_partial") == "emit")
         if follow is not None:
             self._stop = threading.Event()
-            batches = _follow_batches(native, transform, stop=self._stop, **follow)
+            batches = _follow_batches(native, transform, stop=self._stop, **follow, **said)
         else:
-            batches = _stream_batches(native, transform, users)
+            batches = _stream_batches(native, transform, users, **said)
         self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(self.schema, batches)
 
     # The RecordBatchReader interface.
@@ -467,13 +510,16 @@ class TableChangeStream(ChangeStream):
     once the stream is over (batches of other tables are still being filled before that).
     :attr:`pending` and the rest are those of :class:`ChangeStream`."""
 
-    def __init__(self, native, info: Optional[Dict[str, Any]] = None, users=None):
+    def __init__(
+        self, native, info: Optional[Dict[str, Any]] = None, users=None, on_warning=None
+    ):
         self._native = native
         self.info = dict(info or {})
         self._transform = None
         self.schema = None  # one per table and representation
         self.reader = None
         self._users = users
+        self._on_warning = on_warning
 
     def __iter__(self) -> Iterator[TableBatch]:
         for kind, class_oid, table, repid, batch in iter(self._native.next_table, None):
@@ -481,7 +527,8 @@ class TableChangeStream(ChangeStream):
             if self._users is not None:
                 self._users.see(batch)
             yield TableBatch(kind, class_oid, table, repid, batch)
-        _warn_at_end(self._native)
+        emitted = self.info.get("on_partial") == "emit"
+        _say(_new_warnings(self._native, {}, emitted), self._on_warning)
         if self._users is not None:
             self._users.finish()
 
@@ -515,6 +562,7 @@ def read_changes(
     on_error: str = "raise",
     memory_limit: int = 256 << 20,
     on_encrypted: str = "raise",
+    on_partial: str = "skip",
     batch_size: int = 65536,
     decode: bool = True,
     redact: bool = True,
@@ -522,6 +570,7 @@ def read_changes(
     follow: bool = False,
     poll_interval: float = 0.2,
     idle_timeout: Optional[float] = None,
+    on_warning: Optional[Callable[[Warning], None]] = None,
 ) -> ChangeStream:
     """Change events of a log set.
 
@@ -568,6 +617,14 @@ def read_changes(
     Records are read only once what follows them is written, so a page being written is never
     read half way. Give the log's directory as ``source`` so that new archives are found.
 
+    A transaction whose first record lies before the log set's oldest volume (an older archive
+    was deleted) has lost its earlier events: ``on_partial="skip"`` (default) leaves it out,
+    ``"emit"`` emits what the log still holds of it with ``partial`` set; either way it is
+    counted (``stats["partial_transactions"]``) and warned about
+    (:class:`~walcdc.PartialTransactionsSkipped`). What a stream skips, drops or cannot decode
+    is warned about (``UserWarning`` subclasses; a followed stream as it reads) or, with
+    ``on_warning``, given to that callable instead.
+
     ``on_error="skip"`` turns a record whose images cannot be rebuilt into an event with the
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
@@ -608,6 +665,7 @@ def read_changes(
         on_error=on_error,
         memory_limit=memory_limit,
         on_encrypted=on_encrypted,
+        on_partial=on_partial,
         decode=decode,
         redact=redact,
     )
@@ -625,6 +683,7 @@ def read_changes(
         envelope_options=envelope_options,
         follow=follow_args,
         check_users=True,
+        on_warning=on_warning,
     )
 
 
@@ -650,6 +709,7 @@ OPTION_DEFAULTS: Dict[str, Any] = dict(
     on_error="raise",
     memory_limit=256 << 20,
     on_encrypted="raise",
+    on_partial="skip",
     decode=True,
     redact=True,
 )
@@ -668,6 +728,7 @@ def _open_stream(
     follow: Optional[Dict[str, Any]] = None,
     narrow: Optional[Dict[str, Any]] = None,
     check_users: bool = False,
+    on_warning: Optional[Callable[[Warning], None]] = None,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
     table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
@@ -695,13 +756,14 @@ def _open_stream(
         "db_creation": header["db_creation"],
         "database": header.get("prefix") or _database_name(header),
         "envelope": envelope,
+        "on_partial": options["on_partial"],
     }
     # A followed log may yet hold the users it lacks now; a part of a parallel read may lack
     # them alone.
     users = split_list(options["users"]) if check_users and follow is None else None
     check = _UserCheck(log, [str(u) for u in users]) if users else None
     if by_table:
-        return TableChangeStream(native, info, users=check)
+        return TableChangeStream(native, info, users=check, on_warning=on_warning)
     transform = None
     if envelope == "debezium":
         from walcdc.envelope import Debezium
@@ -715,7 +777,9 @@ def _open_stream(
             columns = TableColumns(log, options["keys"], since, follow=follow is not None)
         transform = Debezium(info["database"], envelope_options, columns)
         transform.prime(_transaction_head(log, options, batch_size))
-    return ChangeStream(native, transform, info, follow=follow, users=check)
+    return ChangeStream(
+        native, transform, info, follow=follow, users=check, on_warning=on_warning
+    )
 
 
 def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:
@@ -758,6 +822,7 @@ def _native_options(
     on_error: str,
     memory_limit: int,
     on_encrypted: str,
+    on_partial: str,
     decode: bool,
     redact: bool,
 ) -> Dict[str, Any]:
@@ -769,6 +834,7 @@ def _native_options(
     choice("include_ddl", include_ddl, DDL_SCOPES)
     choice("on_error", on_error, ("raise", "skip"))
     choice("on_encrypted", on_encrypted, ("raise", "skip"))
+    choice("on_partial", on_partial, ("skip", "emit"))
     user_schemas = None
     if schema is not None:
         from walcdc.schemas import load_schema
@@ -820,6 +886,7 @@ def _native_options(
         memory_limit=int(memory_limit),
         on_error=on_error,
         on_encrypted=on_encrypted,
+        on_partial=on_partial,
         decode=bool(decode),
         user_schemas=user_schemas,
         keys=keys,

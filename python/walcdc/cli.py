@@ -135,11 +135,9 @@ def _command(fn):
                     EXIT_INTERNAL,
                 )
             finally:
-                # Skipped encrypted pages are reported by the commands themselves, and a
-                # command may have reported others as they happened (deliver).
-                reported = ("EncryptedPagesSkipped", *ctx.meta.get("walcdc.reported", ()))
+                # Skipped encrypted pages are reported by the commands themselves.
                 for w in seen:
-                    if w.category.__name__ not in reported:
+                    if w.category.__name__ != "EncryptedPagesSkipped":
                         click.echo(f"walcdc: note: {w.message}", err=True)
 
     return run
@@ -324,6 +322,14 @@ _stream_options = _options(
     ),
     click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file."),
     click.option("--no-redact", is_flag=True, help="Keep passwords in DDL statements."),
+    click.option(
+        "--on-partial",
+        type=click.Choice(["skip", "emit"]),
+        default="skip",
+        show_default=True,
+        help="A transaction begun before the oldest volume (an older archive is gone): leave "
+        "it out, or emit the events the log still holds, marked partial.",
+    ),
 )
 
 
@@ -346,6 +352,7 @@ def _change_options(fn):
             envelope=kw.pop("envelope"),
             schema=kw.pop("schema_file"),
             redact=not kw.pop("no_redact"),
+            on_partial=kw.pop("on_partial"),
         )
         return fn(*args, read=read, **kw)
 
@@ -871,7 +878,7 @@ def deliver(
     --metrics-port)."""
     import signal
 
-    from walcdc.deliver import FORWARDED_WARNINGS, Delivery, WebhookSender, serve_metrics
+    from walcdc.deliver import Delivery, WebhookSender, serve_metrics
 
     secret = None
     if secret_file:
@@ -920,7 +927,6 @@ def deliver(
     said = logging.StreamHandler(sys.stderr)
     said.setFormatter(_LogLine())
     logging.getLogger("walcdc").addHandler(said)
-    click.get_current_context().meta["walcdc.reported"] = FORWARDED_WARNINGS
     server = serve_metrics(delivery.metrics, metrics_port) if metrics_port else None
     try:
         metrics = delivery.run()

@@ -74,16 +74,6 @@ RETRY_AFTER_CAP = 3600.0
 REPLY_BODY_CAP = 64 << 10
 #: Seconds a stopped delivery waits for its reader to end (it may be deep in a long walk).
 STOP_GRACE = 3.0
-#: Names of the reader's warnings a delivery logs and counts as they happen (the stream
-#: raises them again when it ends).
-FORWARDED_WARNINGS = (
-    "EncryptedPagesSkipped",
-    "UnplacedRecordsSkipped",
-    "UnfinishedTransactionDropped",
-    "RecordsBeyondEndSkipped",
-)
-
-
 def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     """The Standard Webhooks signature of a request: ``v1,`` and the base64 HMAC-SHA256 of
     ``"{id}.{timestamp}.{body}"`` under ``secret``."""
@@ -541,7 +531,6 @@ class Delivery:
         self._pending_cursor = None
         self._pending_since = 0.0
         self._pending_lock = threading.Lock()
-        self._skips_seen: Dict[str, Any] = {}  # what _report_skips reported so far
         self.metrics.set(queue_bytes=self.queue.bytes())
 
     # --- the reader ---
@@ -559,11 +548,11 @@ class Delivery:
                 idle_timeout=self.idle_timeout,
                 envelope=self.envelope,
                 batch_size=self.batch_events,
+                on_warning=self._warned,
                 **self.read_options,
             )
             self._page_size = walcdc.open_log(self.source).header()["page_size"]
             for batch in stream:
-                self._report_skips(stream)
                 at = stream.cursor
                 self._read_at = at.position or self._read_at
                 self.metrics.add(events_read=batch.num_rows)
@@ -578,7 +567,6 @@ class Delivery:
                     self._flush(due_only=True)
                 if self._stop.is_set():
                     break
-            self._report_skips(stream)
             with self._pending_lock:
                 self._flush(due_only=False)
         except BaseException as exc:  # surfaced by run()
@@ -587,61 +575,12 @@ class Delivery:
         finally:
             self._reader_done.set()
 
-    def _report_skips(self, stream) -> None:
-        """What the stream skipped or dropped, as it happens: a log line and a count by kind
-        (:attr:`Metrics.warnings`). The stream warns only when it ends, and a delivery may
-        follow a log for months. The kinds are those of :data:`FORWARDED_WARNINGS`."""
-        seen = self._skips_seen
-        found = []
-        for s in stream.skipped[seen.get("encrypted", 0) :]:
-            found.append(
-                (
-                    "EncryptedPagesSkipped",
-                    f"skipped encrypted log pages {s['first_pageid']}..{s['last_pageid']}",
-                )
-            )
-        seen["encrypted"] = seen.get("encrypted", 0) + len(found)
-        unplaced = stream.unplaced[seen.get("unplaced", 0) :]
-        if unplaced:
-            seen["unplaced"] = seen.get("unplaced", 0) + len(unplaced)
-            shown = ", ".join(map(L.format_lsa, unplaced[:5])) + (
-                ", ..." if len(unplaced) > 5 else ""
-            )
-            found.append(
-                (
-                    "UnplacedRecordsSkipped",
-                    f"{len(unplaced)} record(s) on archived pages have a NULL forw_lsa ({shown}): "
-                    "the rest of each such page was skipped (a damaged archive?)",
-                )
-            )
-        stats = stream.stats
-        restarted = stats.get("restarted_transactions", 0) - seen.get("restarted", 0)
-        if restarted > 0:
-            dropped = stats.get("abandoned_events", 0) - seen.get("abandoned", 0)
-            seen["restarted"], seen["abandoned"] = (
-                stats["restarted_transactions"],
-                stats.get("abandoned_events", 0),
-            )
-            found.append(
-                (
-                    "UnfinishedTransactionDropped",
-                    f"{restarted} transaction(s) restarted under their trid before an end "
-                    f"record: {dropped} event(s) of the unfinished one(s) dropped (a damaged log?)",
-                )
-            )
-        beyond = stream.beyond_end
-        if beyond and beyond != seen.get("beyond"):
-            seen["beyond"] = beyond
-            found.append(
-                (
-                    "RecordsBeyondEndSkipped",
-                    f"the log ends at {L.format_lsa(beyond['end_lsa'])} (a torn or unwritten "
-                    f"page), but {beyond['pages']} later page(s) hold readable records: not read",
-                )
-            )
-        for kind, text in found:
-            log.warning("%s (%s)", text, kind)
-            self.metrics.warned(kind)
+    def _warned(self, warning: Warning) -> None:
+        """What the reader skipped, dropped or could not decode, as it happens (a delivery may
+        follow a log for months): a log line and a count by kind (:attr:`Metrics.warnings`)."""
+        kind = type(warning).__name__
+        log.warning("%s (%s)", warning, kind)
+        self.metrics.warned(kind)
 
     def _flush(self, due_only: bool) -> None:
         """Queues the pending stream batches with the cursor after them: all of them, or only

@@ -38,6 +38,7 @@ CLI_FLAGS = {
     "mode": "--mode",
     "cursor": "--cursor",
     "on_encrypted": "--on-encrypted",
+    "on_partial": "--on-partial",
     "on_error": "--on-error",
     "include_ddl": "--include-ddl",
     "keys": "--keys",

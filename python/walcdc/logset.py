@@ -19,6 +19,9 @@ __all__ = [
     "UnplacedRecordsSkipped",
     "UnfinishedTransactionDropped",
     "RecordsBeyondEndSkipped",
+    "PartialTransactionsSkipped",
+    "PartialTransactionsEmitted",
+    "SchemasUnknown",
     "UsersNotInLog",
 ]
 
@@ -30,9 +33,10 @@ class EncryptedPagesSkipped(UserWarning):
 
 
 class UnplacedRecordsSkipped(UserWarning):
-    """Records on archived pages with a NULL ``forw_lsa`` that are not end markers: the walk
-    cannot tell where they end, goes on at the next page, and the rest of their page is not
-    read (a damaged archive). ``log.last_walk["unplaced"]`` / ``stream.unplaced`` list them."""
+    """Records on archived pages with a NULL ``forw_lsa`` or an end-of-log type: the walk
+    cannot tell where they end, goes on at the next page (as the engine does), and the rest of
+    their page is not read (a damaged archive). ``log.last_walk["unplaced"]`` /
+    ``stream.unplaced`` list them."""
 
 
 class UnfinishedTransactionDropped(UserWarning):
@@ -47,6 +51,26 @@ class RecordsBeyondEndSkipped(UserWarning):
     the ring hold readable records. CUBRID's recovery stops at the same place, so they are not
     read; ``log.last_walk["beyond_end"]`` / ``stream.beyond_end`` say where they start and how
     many pages hold them (``stream.stats["pages_beyond_end"]``)."""
+
+
+class PartialTransactionsSkipped(UserWarning):
+    """Transactions whose first record lies before the log set's oldest volume (an older
+    archive was deleted) were left out: the events they made there are lost, so what the log
+    still holds of them is not passed off as complete (``on_partial="emit"`` emits it, marked
+    in the ``partial`` column). ``stream.stats``: ``partial_transactions``,
+    ``partial_events``."""
+
+
+class PartialTransactionsEmitted(UserWarning):
+    """With ``on_partial="emit"``: events of transactions begun before the log set's oldest
+    volume were emitted, marked in the ``partial`` column (their earlier events are lost)."""
+
+
+class SchemasUnknown(UserWarning):
+    """Change events of tables whose schema the log does not hold (created before its oldest
+    volume): their rows carry the raw images only, with ``decode_error`` set; give
+    ``schema=`` a schema file. ``stream.stats``: ``unknown_schema_tables``,
+    ``unknown_schema_events``."""
 
 
 class UsersNotInLog(UserWarning):
@@ -157,9 +181,8 @@ class LogSet:
             "unplaced": unplaced,
             "beyond_end": dict(beyond) if beyond is not None else None,
         }
-        _warn_skipped(skipped)
-        _warn_unplaced(unplaced)
-        _warn_beyond_end(self.last_walk["beyond_end"])
+        for w in walk_warnings(skipped, unplaced, self.last_walk["beyond_end"]):
+            warnings.warn(w, stacklevel=3)
 
     def schemas(
         self, on_encrypted: str = "skip", *, since: Optional[bytes] = None
@@ -254,41 +277,38 @@ class LogSet:
         return dict(self._native.record(position(None, lsa, "lsa")))
 
 
-def _warn_skipped(skipped: List[Dict[str, Any]]) -> None:
-    for s in skipped:
-        warnings.warn(
-            EncryptedPagesSkipped(
-                f"skipped encrypted log pages {s['first_pageid']}..{s['last_pageid']} "
-                f"(from the record at {_fmt(s['from_lsa'])}; resumed at "
-                f"{_fmt(s['resume_lsa']) if s['resume_lsa'] is not None else 'the end'})"
-            ),
-            stacklevel=3,
+def walk_warnings(
+    skipped: List[Dict[str, Any]], unplaced: List[int], beyond: Optional[Dict[str, int]]
+) -> List[Warning]:
+    """The warnings of what a walk skipped: runs of encrypted pages, records it could not
+    place, readable pages past a torn end (the parts given: a followed stream gives the new
+    ones only)."""
+    out: List[Warning] = [
+        EncryptedPagesSkipped(
+            f"skipped encrypted log pages {s['first_pageid']}..{s['last_pageid']} "
+            f"(from the record at {_fmt(s['from_lsa'])}; resumed at "
+            f"{_fmt(s['resume_lsa']) if s['resume_lsa'] is not None else 'the end'})"
         )
-
-
-def _warn_unplaced(unplaced: List[int]) -> None:
+        for s in skipped
+    ]
     if unplaced:
         shown = ", ".join(_fmt(k) for k in unplaced[:5]) + (", ..." if len(unplaced) > 5 else "")
-        warnings.warn(
+        out.append(
             UnplacedRecordsSkipped(
                 f"{len(unplaced)} record(s) on archived pages end their page early (a NULL "
                 f"forw_lsa or an end-of-log marker: {shown}): "
                 "the rest of each such page was skipped (a damaged archive?)"
-            ),
-            stacklevel=4,
+            )
         )
-
-
-def _warn_beyond_end(beyond: Optional[Dict[str, int]]) -> None:
     if beyond:
-        warnings.warn(
+        out.append(
             RecordsBeyondEndSkipped(
                 f"the log ends at {_fmt(beyond['end_lsa'])} (a torn or unwritten page), but "
                 f"{beyond['pages']} later page(s) hold readable records, from "
                 f"{_fmt(beyond['first_lsa'])}: not read (a damaged tail of a crashed log?)"
-            ),
-            stacklevel=4,
+            )
         )
+    return out
 
 
 def _fmt(key: Optional[int]) -> str:

@@ -172,8 +172,8 @@ pub struct ChangeStats {
     pub random_reads: u64,
     /// Transactions whose first record lies before the log set's oldest volume (an older
     /// archive is gone) that ended in the stream (committed; in the engine stream, aborted
-    /// too), and their events the log still holds (left out or emitted marked `partial`, per
-    /// `ChangeOptions::on_partial`).
+    /// too), and their change events the log still holds (left out or emitted marked
+    /// `partial`, per `ChangeOptions::on_partial`; their commit/abort markers too, not counted).
     pub partial_transactions: u64,
     pub partial_events: u64,
     /// Emitted change events of tables whose schema the log does not hold (created before its
@@ -759,21 +759,21 @@ impl ChangeReader {
         }
         let op = if commit { Op::Commit } else { Op::Abort };
         if !self.opts.committed_only {
-            let skip_partial = txn.partial && self.opts.on_partial == OnPartial::Skip;
             self.stats.partial_transactions += txn.partial as u64;
             // CUBRID's producer reports the end of a transaction whose user it learned.
             if !txn.ignored
-                && !skip_partial
                 && txn.user.is_some()
                 && self.wants(op)
                 && self.shown(op)
                 && self.user_passes(txn.user.as_deref())
             {
-                let mut e = Event::at(rec, op);
-                e.user = txn.user.clone();
-                e.time = rec.at_time();
-                e.partial = txn.partial;
-                self.ready.push_back(e);
+                if !txn.partial || self.opts.on_partial == OnPartial::Emit {
+                    let mut e = Event::at(rec, op);
+                    e.user = txn.user.clone();
+                    e.time = rec.at_time();
+                    e.partial = txn.partial;
+                    self.ready.push_back(e);
+                }
             }
             if commit {
                 self.last_commit = Some(rec.lsa);
