@@ -69,18 +69,25 @@ fn overflow_record(page: &dyn Fn(Vpid) -> Option<Vec<u8>>, first: Vpid) -> Optio
 #[derive(Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ClassTracker {
     /// New-home slot → home slot (the class OID).
+    #[serde(serialize_with = "crate::format::sorted::map")]
     home_of: HashMap<Oid, Oid>,
     /// Images of `RVHF_INSERT_NEWHOME` not yet claimed by their home slot's relocation.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     pending_newhome: HashMap<Oid, Vec<u8>>,
     /// Big class records: class OID → first overflow page.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     chains: HashMap<Oid, Vpid>,
     /// Overflow pages of big class records.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     class_pages: HashMap<Vpid, Vec<u8>>,
     /// Overflow pages of class records written by open transactions.
+    #[serde(serialize_with = "crate::format::sorted::map_of_maps")]
     txn_pages: HashMap<i32, HashMap<Vpid, Vec<u8>>>,
     /// Pages that kept pages link to (the rest of a class record's chain).
+    #[serde(serialize_with = "crate::format::sorted::set")]
     linked: std::collections::HashSet<Vpid>,
     /// Last class images, to tell real changes from rewrites of the same bytes.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     last: HashMap<Oid, Vec<u8>>,
 }
 
@@ -356,11 +363,15 @@ impl std::str::FromStr for KeyMode {
 /// Classes known to a stream.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
+    #[serde(serialize_with = "crate::format::sorted::map")]
     classes: HashMap<Oid, ClassSchema>,
     /// Partition class → its partitioned (root) class.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     parent: HashMap<Oid, Oid>,
+    #[serde(serialize_with = "crate::format::sorted::set")]
     dropped: HashSet<Oid>,
     /// Every name each class had, oldest first (RENAME TABLE).
+    #[serde(serialize_with = "crate::format::sorted::map")]
     names: HashMap<Oid, Vec<String>>,
 }
 
@@ -661,6 +672,7 @@ pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::walker::OnEncryp
 /// starts a new transaction under its trid (a reused trid never inherits the old changes).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Staging {
+    #[serde(serialize_with = "crate::format::sorted::map")]
     by_trid: HashMap<i32, Vec<ClassChange>>,
     #[serde(skip)]
     scratch: Vec<ClassChange>,

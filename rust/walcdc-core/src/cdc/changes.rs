@@ -229,6 +229,11 @@ pub struct ChangeReader {
     next_checkpoint: i64,
     /// Tables of unknown schema seen (see `ChangeStats::unknown_schema_tables`).
     unknown_tables: rustc_hash::FxHashSet<Oid>,
+    /// Where the walk began: every transaction with a record at or after it was seen from
+    /// then on (see `ChangeReader::check_chain`).
+    walk_start: Lsa,
+    /// Runs of records the walk skipped so far (encrypted pages, unplaced records).
+    skips_seen: usize,
 }
 
 /// Checkpoints kept while a transaction stays open (thinned beyond it).
@@ -343,6 +348,7 @@ impl ChangeReader {
         state: ReaderState,
         skip_events: u32,
     ) -> Result<ChangeReader> {
+        let walk_start = state.position;
         let mut catalog = state.catalog;
         // Checkpoints hold what the log's class records say: not with user-given schemas,
         // which join the catalog.
@@ -394,6 +400,8 @@ impl ChangeReader {
             checkpoint_pages,
             next_checkpoint: if checkpoint_pages == 0 { i64::MAX } else { i64::MIN },
             unknown_tables: Default::default(),
+            walk_start,
+            skips_seen: 0,
         })
     }
 
@@ -701,6 +709,7 @@ impl ChangeReader {
             }
             return Ok(());
         }
+        self.check_chain(rec)?;
         // A NULL prev_tranlsa starts a transaction: a trid seen again never merges two.
         let fresh = rec.prev_tranlsa.is_null();
         if fresh {
@@ -716,10 +725,10 @@ impl ChangeReader {
         // A transaction first seen in the middle of its chain, whose previous record lies
         // before the oldest volume, began in an archive that is gone.
         let oldest = Lsa::new(self.log.first_pageid, 0);
-        let txn = self.txns.entry(rec.trid).or_insert_with(|| Txn {
-            partial: !fresh && rec.prev_tranlsa < oldest,
-            ..Txn::new(rec.lsa)
-        });
+        let txn = self
+            .txns
+            .entry(rec.trid)
+            .or_insert_with(|| Txn { partial: !fresh && rec.prev_tranlsa < oldest, ..Txn::new(rec.lsa) });
         txn.last_lsa = rec.lsa;
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
@@ -749,6 +758,42 @@ impl ChangeReader {
         Ok(())
     }
 
+    /// A transaction's records form a chain: each one's `prev_tranlsa` is the transaction's
+    /// record before it (the engine rolls back along it). A record that breaks the chain (a
+    /// damaged trid or `prev_tranlsa`) would put its change in another transaction, or none,
+    /// without a trace: it is an error. Not checked across records the walk skipped.
+    fn check_chain(&mut self, rec: &Record) -> Result<()> {
+        let skips = self.walker.skipped.len() + self.walker.unplaced.len();
+        if skips != self.skips_seen {
+            self.skips_seen = skips;
+            for t in self.txns.values_mut() {
+                t.chain_unknown = true;
+            }
+        }
+        if rec.prev_tranlsa.is_null() {
+            return Ok(());
+        }
+        let broken = match self.txns.get(&rec.trid) {
+            Some(t) if !t.chain_unknown && t.last_lsa != rec.prev_tranlsa => {
+                format!("whose record before it was at {}", t.last_lsa)
+            }
+            // Everything from the start of the walk on was seen: a transaction's earlier record
+            // after it would have been.
+            None if skips == 0 && rec.prev_tranlsa >= self.walk_start => {
+                "which has no open record before it in the log read".to_string()
+            }
+            _ => return Ok(()),
+        };
+        Err(LogError::corrupt(
+            &self.log.set_name(),
+            rec.lsa,
+            format!(
+                "the record says the previous record of its transaction {} is at {}, {broken}                  (a damaged trid or prev_tranlsa)",
+                rec.trid, rec.prev_tranlsa
+            ),
+        ))
+    }
+
     fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
         self.staging.end(rec.trid, commit, &mut self.catalog);
         let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
@@ -762,18 +807,17 @@ impl ChangeReader {
             self.stats.partial_transactions += txn.partial as u64;
             // CUBRID's producer reports the end of a transaction whose user it learned.
             if !txn.ignored
+                && (!txn.partial || self.opts.on_partial == OnPartial::Emit)
                 && txn.user.is_some()
                 && self.wants(op)
                 && self.shown(op)
                 && self.user_passes(txn.user.as_deref())
             {
-                if !txn.partial || self.opts.on_partial == OnPartial::Emit {
-                    let mut e = Event::at(rec, op);
-                    e.user = txn.user.clone();
-                    e.time = rec.at_time();
-                    e.partial = txn.partial;
-                    self.ready.push_back(e);
-                }
+                let mut e = Event::at(rec, op);
+                e.user = txn.user.clone();
+                e.time = rec.at_time();
+                e.partial = txn.partial;
+                self.ready.push_back(e);
             }
             if commit {
                 self.last_commit = Some(rec.lsa);

@@ -35,7 +35,10 @@ pub fn check_system_record(log: &LogSet, rec: &Record) -> Result<()> {
         return Err(LogError::corrupt(
             &log.set_name(),
             rec.lsa,
-            format!("a supplemental record of system transaction {}: CUBRID writes them for user transactions only", rec.trid),
+            format!(
+                "a supplemental record of system transaction {}: CUBRID writes them for user transactions only",
+                rec.trid
+            ),
         ));
     }
     Ok(())

@@ -35,6 +35,10 @@ pub(crate) struct Txn {
     /// Its first record lies before the log set's oldest volume (an archive that held it is
     /// gone): the events it made there are lost, so it is not passed off as complete.
     pub(crate) partial: bool,
+    /// The walk skipped records (encrypted pages, unplaced records) since this transaction's
+    /// last record: its chain of `prev_tranlsa` cannot be checked any more.
+    #[serde(default)]
+    pub(crate) chain_unknown: bool,
 }
 
 impl Txn {
@@ -51,6 +55,7 @@ impl Txn {
             committed_with_postpone: false,
             ignored: false,
             partial: false,
+            chain_unknown: false,
         }
     }
 
@@ -75,6 +80,7 @@ impl Txn {
             committed_with_postpone: self.committed_with_postpone,
             ignored: self.ignored,
             partial: self.partial,
+            chain_unknown: self.chain_unknown,
         })
     }
 }

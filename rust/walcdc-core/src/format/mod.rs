@@ -10,4 +10,5 @@ pub mod rcvindex;
 pub mod rectype;
 pub mod row;
 pub mod schema;
+pub mod sorted;
 pub mod supplemental;

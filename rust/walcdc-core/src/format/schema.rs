@@ -152,6 +152,7 @@ pub struct ClassSchema {
     pub name: String,
     pub current_repid: i32,
     /// Current and old representations by id.
+    #[serde(serialize_with = "crate::format::sorted::map")]
     pub representations: HashMap<i32, Representation>,
     /// Partitions of a partitioned table (their class OIDs).
     pub subclasses: Vec<Oid>,

@@ -46,8 +46,14 @@ impl Volume {
         let name =
             path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
         let io = |e: std::io::Error| LogError::Io { file: path.display().to_string(), msg: e.to_string() };
-        let file = File::open(path).map_err(io)?;
-        check_holds_header(&name, file.metadata().map_err(io)?.len())?;
+        let mut file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
+            // Too short for a log header: say whether it could be the start of one at all.
+            let mut head = Vec::with_capacity(len as usize);
+            std::io::Read::read_to_end(&mut file, &mut head).map_err(io)?;
+            check_holds_header(&name, &head)?;
+        }
         // SAFETY: the volume is mapped read-only; a log volume that another process truncates
         // while it is mapped is outside what this reader supports (as for any mmap reader).
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -56,7 +62,7 @@ impl Volume {
 
     /// A volume held in memory, named `name` (its file name decides its role, as on disk).
     pub fn from_bytes(name: &str, bytes: Vec<u8>) -> Result<Volume> {
-        check_holds_header(name, bytes.len() as u64)?;
+        check_holds_header(name, &bytes)?;
         Ok(Volume::with_backing(PathBuf::from(name), name.to_string(), Backing::Memory(bytes)))
     }
 
@@ -153,16 +159,31 @@ impl Volume {
     }
 }
 
-/// A volume must at least hold a page header and a log header.
-fn check_holds_header(name: &str, len: u64) -> Result<()> {
-    if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
-        return Err(LogError::Truncated {
+/// A volume must at least hold a page header and a log header. A shorter one is a truncated
+/// volume if what it holds could begin one (a magic, or a prefix of one, after the page
+/// header; or nothing but zeros), and not a log volume at all otherwise (a stray text file).
+fn check_holds_header(name: &str, bytes: &[u8]) -> Result<()> {
+    if bytes.len() >= PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE {
+        return Ok(());
+    }
+    let after = &bytes[bytes.len().min(PAGE_HEADER_SIZE)..];
+    let could_begin = |magic: &[u8]| {
+        let n = after.len().min(magic.len());
+        after[..n] == magic[..n]
+    };
+    // Zeros are a volume not written yet (preallocated, or a copy under way).
+    let unwritten = after.iter().all(|&b| b == 0);
+    if !unwritten && !could_begin(ACTIVE_MAGIC) && !could_begin(ARCHIVE_MAGIC) {
+        return Err(LogError::BadHeader {
             file: name.to_string(),
-            lsa: None,
-            msg: format!("{len} bytes is too short to hold a log header"),
+            msg: "no CUBRID/LogActive or CUBRID/LogArchive magic in the header page".into(),
         });
     }
-    Ok(())
+    Err(LogError::Truncated {
+        file: name.to_string(),
+        lsa: None,
+        msg: format!("{} bytes is too short to hold a log header", bytes.len()),
+    })
 }
 
 fn cstr(b: &[u8]) -> String {

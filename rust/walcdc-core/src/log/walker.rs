@@ -418,6 +418,11 @@ impl Walker {
                     {
                         return self.live_tail(lsa)
                     }
+                    // Beyond every volume of the set (no active volume): the page is in an
+                    // archive or active volume not copied into the directory yet.
+                    Err(ParseProblem::Page { problem: PageProblem::Absent(Absent::NoVolume), .. }) => {
+                        return self.live_tail(lsa)
+                    }
                     Err(ParseProblem::Page { problem: PageProblem::Absent(_), .. }) if self.absent_at != Some(lsa) => {
                         self.absent_at = Some(lsa);
                         return self.live_tail(lsa); // a stale snapshot: look again in a fresh one
