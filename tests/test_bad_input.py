@@ -762,12 +762,6 @@ def test_100_random_bytes_named_like_an_archive(tmp_path):
     assert info.value.file == "db_lgar000"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust: Volume::open and Volume::from_bytes (rust/walcdc-core/src/log/logset.rs) call "
-    "check_holds_header, which calls any file shorter than a page header and a log header "
-    "truncated before looking at the bytes it has",
-)
 @pytest.mark.parametrize("name", ["notes.txt", "db_lgat"])
 def test_a_short_text_file_is_not_a_log_volume(tmp_path, name):
     # 25 bytes of text: the 9 bytes where the magic starts say "not a log", not "cut short".

@@ -394,12 +394,6 @@ def test_two_runs_write_the_same_output_but_for_the_catalogs_order(tmp_path):
     assert log.schemas(since=bytes_a) == log.schemas(since=bytes_b)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust: CatalogCheckpoint::to_bytes (rust/walcdc-core/src/cdc/catalog.rs) serializes "
-    "HashMaps (Catalog, ClassTracker, Staging, ClassSchema.representations) in their random "
-    "iteration order",
-)
 def test_two_runs_write_the_same_bytes(tmp_path):
     a, b = _two_runs(tmp_path, "x.parquet")
     assert a == b

@@ -245,3 +245,47 @@ def test_an_archive_removed_before_the_stream_read_it_is_named(tmp_path):
     with pytest.raises(walcdc.MissingArchiveError, match="log page 1 was archived"):
         for _ in batches:
             pass
+
+
+@pytest.mark.parametrize(
+    "name,order",
+    [
+        ("p4k", ("p4k_lgar000", "p4k_lgar001", "p4k_lgar002", "p4k_lgat")),
+        ("p16k", ("p16k_lgat", "p16k_lgar002", "p16k_lgar001", "p16k_lgar000")),
+        ("p16k", ("p16k_lgar001", "p16k_lgat", "p16k_lgar000", "p16k_lgar002")),
+    ],
+    ids=["oldest-first", "newest-first", "shuffled"],
+)
+def test_a_follower_waits_for_volumes_copied_in_any_order(tmp_path, name, order):
+    """Volumes copied into a watched directory one by one, with pauses: the follower waits for
+    what is not there yet (no volume at all; the record that crosses from p4k's last archive
+    into the active volume, read before that volume is copied; p16k's records, which cross
+    every archive boundary; an older archive the header says exists) and gives exactly the
+    events of one pass over the whole log, each once."""
+    from conftest import fixture_dir
+
+    src = fixture_dir(name)
+    want = walcdc.read_changes(src, decode=False).read_all().to_pylist()
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    (tmp_path / "staging").mkdir()
+
+    def copy_in():
+        for name in order:
+            time.sleep(0.6)
+            staged = tmp_path / "staging" / name
+            staged.write_bytes((src / name).read_bytes())
+            os.replace(staged, watched / name)  # appears whole, as a finished copy does
+
+    copier = threading.Thread(target=copy_in)
+    copier.start()
+    try:
+        # Opened on an empty directory: it waits for the first volume.
+        stream = walcdc.read_changes(
+            watched, follow=True, poll_interval=0.05, idle_timeout=3, decode=False
+        )
+        rows = stream.read_all().to_pylist()
+    finally:
+        copier.join(timeout=60)
+    assert len(rows) == len(want)
+    assert rows == want

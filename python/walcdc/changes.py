@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import threading
 import time
@@ -211,9 +212,17 @@ def _finish(convert) -> Iterator[pa.RecordBatch]:
         yield tail
 
 
-#: How long a followed log may stay unreadable (a snapshot failing to open) before the error
-#: is raised.
-STALL_SECONDS = 30.0
+#: Where a follower says what it waits for (a log line once per distinct problem).
+_follow_log = logging.getLogger("walcdc.follow")
+
+
+def _waiting(problem: LogError, said: set) -> None:
+    """A followed log that cannot be read on yet (a directory with no volume yet, an archive
+    not copied yet, a snapshot between two steps of the server): said once per problem."""
+    text = str(problem)
+    if text not in said and len(said) < 64:
+        said.add(text)
+        _follow_log.warning("waiting for the log: %s", text)
 
 
 def _follow_batches(
@@ -234,8 +243,8 @@ def _follow_batches(
     from walcdc import _native
 
     quiet_since = time.monotonic()
-    failing_since: Optional[float] = None
     failure: Optional[LogError] = None
+    said: set = set()
     told: Dict[str, Any] = {}  # the warnings given so far: each is given as it happens
     while not stop.is_set():
         for b in native:
@@ -258,43 +267,57 @@ def _follow_batches(
             snapshot = _snapshot(lambda: _native.LogSet(paths))
         except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
-            # archive written, the header not yet saying so): look again, for a while.
-            now = time.monotonic()
-            failing_since = failing_since or now
-            if now - failing_since > STALL_SECONDS:
-                raise
+            # archive written, the header not yet saying so), or while archives are copied in:
+            # look again, until the log reads or idle_timeout passes.
+            _waiting(exc, said)
             failure = exc
             continue
-        failing_since, failure = None, None
+        failure = None
         native.refresh(snapshot)
     _say(_new_warnings(native, told, partial_emitted), on_warning)
 
 
-def _open_followed(source, poll_interval: float) -> LogSet:
-    """The first snapshot of a followed log: looked at again while it is between two steps
-    of the server (see :func:`_snapshot`), for :data:`STALL_SECONDS` at most."""
+def _open_followed(
+    source, poll_interval: float, idle_timeout: Optional[float], from_start: bool
+) -> LogSet:
+    """The first snapshot of a followed log. A directory with no volume yet, or caught between
+    two steps of the server or of a copy (see :func:`_snapshot`), is looked at again until it
+    reads, or until ``idle_timeout`` passes (its problem is raised then); a directory that does
+    not exist is an error at once."""
     started = time.monotonic()
+    said: set = set()
     while True:
         try:
-            return _snapshot(lambda: open_log(source))
-        except LogError:
-            if time.monotonic() - started > STALL_SECONDS:
+            return _snapshot(lambda: open_log(source), from_start)
+        except LogError as exc:
+            gone = isinstance(source, (str, os.PathLike)) and not os.path.exists(source)
+            waited = time.monotonic() - started
+            if gone or (idle_timeout is not None and waited >= idle_timeout):
                 raise
+            _waiting(exc, said)
             time.sleep(max(poll_interval, 0.01))
 
 
-def _snapshot(open_it):
+def _snapshot(open_it, from_start: bool = False):
     """A snapshot of a followed log (``open_it()``: a :class:`LogSet` or a native one),
     refused (:class:`LogIOError`; look again) if its directory listing came before the server
     renamed its newest archive into place while its header, read after, already counts it: it
-    would take that archive's pages for missing."""
+    would take that archive's pages for missing. ``from_start``: the stream reads from the
+    beginning of the set, so its oldest archive must be there too when the active header says
+    it was never deleted (archives copied into the directory out of order)."""
     log = open_it()
     header = getattr(log, "_native", log).header_info()
     made = header.get("nxarv_num") or 0
     numbers = {a["number"] for a in header.get("archives", [])}
     deleted = header.get("last_deleted_arv_num")
+    kept_from = deleted + 1 if deleted is not None and deleted >= 0 else 0
     if made and (made - 1) not in numbers and (deleted is None or deleted < made - 1):
         raise LogIOError(f"archive {made - 1} is not in the directory yet")
+    if from_start and made > kept_from and kept_from not in numbers:
+        raise LogIOError(
+            f"archive {kept_from} is not in the directory yet (the log's header says it was "
+            "never deleted)"
+        )
     return log
 
 
@@ -510,9 +533,7 @@ class TableChangeStream(ChangeStream):
     once the stream is over (batches of other tables are still being filled before that).
     :attr:`pending` and the rest are those of :class:`ChangeStream`."""
 
-    def __init__(
-        self, native, info: Optional[Dict[str, Any]] = None, users=None, on_warning=None
-    ):
+    def __init__(self, native, info: Optional[Dict[str, Any]] = None, users=None, on_warning=None):
         self._native = native
         self.info = dict(info or {})
         self._transform = None
@@ -633,7 +654,8 @@ def read_changes(
     if follow and (poll_interval <= 0 or (idle_timeout is not None and idle_timeout < 0)):
         raise argument_error("poll_interval", "{} must be positive (and idle_timeout at least 0)")
     if follow and not isinstance(source, LogSet):
-        log = _open_followed(source, poll_interval)
+        from_start = start is None and cursor is None and state is None
+        log = _open_followed(source, poll_interval, idle_timeout, from_start)
     else:
         log = source if isinstance(source, LogSet) else open_log(source)
     if envelope is not None:
@@ -777,9 +799,7 @@ def _open_stream(
             columns = TableColumns(log, options["keys"], since, follow=follow is not None)
         transform = Debezium(info["database"], envelope_options, columns)
         transform.prime(_transaction_head(log, options, batch_size))
-    return ChangeStream(
-        native, transform, info, follow=follow, users=check, on_warning=on_warning
-    )
+    return ChangeStream(native, transform, info, follow=follow, users=check, on_warning=on_warning)
 
 
 def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:

@@ -135,9 +135,13 @@ def _command(fn):
                     EXIT_INTERNAL,
                 )
             finally:
-                # Skipped encrypted pages are reported by the commands themselves.
+                # Skipped encrypted pages are reported by the commands themselves; the
+                # interpreter's own warnings (a file left open by an interrupted import) are
+                # not the user's concern.
                 for w in seen:
-                    if w.category.__name__ != "EncryptedPagesSkipped":
+                    if w.category.__name__ != "EncryptedPagesSkipped" and not issubclass(
+                        w.category, (ResourceWarning, DeprecationWarning, PendingDeprecationWarning)
+                    ):
                         click.echo(f"walcdc: note: {w.message}", err=True)
 
     return run

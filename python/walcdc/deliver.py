@@ -74,6 +74,8 @@ RETRY_AFTER_CAP = 3600.0
 REPLY_BODY_CAP = 64 << 10
 #: Seconds a stopped delivery waits for its reader to end (it may be deep in a long walk).
 STOP_GRACE = 3.0
+
+
 def sign(secret: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     """The Standard Webhooks signature of a request: ``v1,`` and the base64 HMAC-SHA256 of
     ``"{id}.{timestamp}.{body}"`` under ``secret``."""

@@ -27,7 +27,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 import pyarrow as pa
 
 from walcdc.changes import OPTION_DEFAULTS
-from walcdc.errors import InvalidArgumentError
+from walcdc.errors import InvalidArgumentError, argument_error
 from walcdc.logset import LogSet, open_log
 
 __all__ = [
@@ -376,6 +376,7 @@ def read_changes(
     schema=None,
     on_error: str = "raise",
     on_encrypted: str = "raise",
+    on_partial: str = "skip",
     decode: bool = True,
     redact: bool = True,
     cursor=None,
@@ -398,6 +399,9 @@ def read_changes(
     ends, for the next one. The facts then start at the cursor's catalog checkpoint (at or
     before its restart point), so a daily run reads only the archives written since the last
     one (older ones may be deleted: ``LogSet.min_archive_needed(cursor)``).
+
+    Transactions begun before the log set's oldest volume are left out, as locally with
+    ``on_partial="skip"`` (``"emit"`` is read locally only, for now).
     """
 
     log = source if isinstance(source, LogSet) else open_log(source)
@@ -418,6 +422,7 @@ def read_changes(
         cursor=cursor,
         on_error=on_error,
         on_encrypted=on_encrypted,
+        on_partial=on_partial,
         decode=decode,
         redact=redact,
     )
@@ -553,6 +558,12 @@ def _checked_options(log: LogSet, *, cursor, **options):
     from walcdc.changes import _native_options
 
     kwargs = _native_options(log, cursor=cursor, memory_limit=256 << 20, **options)
+    if kwargs["on_partial"] != "skip":
+        raise argument_error(
+            "on_partial",
+            '{}"emit" is read locally only (walcdc.read_changes); on Spark, transactions begun '
+            "before the oldest volume are left out",
+        )
     native.check_cursor(log._native, log._native.change_options(**kwargs))
     seed = kwargs.pop("checkpoint", None)
     skip = None
@@ -647,6 +658,21 @@ class _Plan:
 
         return facts.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
 
+    def begun_here(self, rows, at: str, inclusive: bool):
+        """The ``rows`` (``trid`` and an LSA column ``at``) of transactions whose first record
+        lies in the log set (or after the facts' checkpoint): at or after (``inclusive``; an end
+        marker: after) the first start or end marker of their trid. A transaction begun in an
+        archive that is gone has no start marker before its changes and end; its rows are left
+        out, as the local stream's ``on_partial="skip"`` leaves them out."""
+        F = self.F
+        first = self.markers(self.facts).groupBy("trid").agg(F.min("lsa").alias("_first"))
+        after = F.col(at) >= F.col("_first") if inclusive else F.col(at) > F.col("_first")
+        return (
+            rows.join(first, "trid", "left")
+            .where(F.col("_first").isNotNull() & after)
+            .drop("_first")
+        )
+
     def user_passes(self, col):
         F = self.F
         if self.users is None:
@@ -704,7 +730,7 @@ class _Plan:
             tx_users.select(*instance, "tx_user"), instance, "left"
         )
         ended = ended.withColumn("user", F.col("tx_user")).where(self.user_passes(F.col("user")))
-        committed = ended.where(F.col("end_kind") == _COMMIT).join(
+        committed = self.begun_here(ended.where(F.col("end_kind") == _COMMIT), "lsa", True).join(
             undone,
             (F.col("trid") == F.col("u_trid"))
             & (F.col("end_lsa") == F.col("u_end"))
@@ -800,11 +826,15 @@ class _Plan:
         key = tx_users.select(
             F.col("trid").alias("x_trid"), F.col("end_lsa").alias("x_end"), "tx_user"
         )
-        events = events.join(
-            key,
-            (F.col("trid") == F.col("x_trid")) & F.col("end_lsa").eqNullSafe(F.col("x_end")),
-            "inner",
-        ).withColumn("user", F.col("tx_user"))
+        events = (
+            self.begun_here(events, "lsa", True)
+            .join(
+                key,
+                (F.col("trid") == F.col("x_trid")) & F.col("end_lsa").eqNullSafe(F.col("x_end")),
+                "inner",
+            )
+            .withColumn("user", F.col("tx_user"))
+        )
         position = self.skip[2] if self.skip is not None else None
         if position is not None:
             # What an earlier run emitted: everything before where it stopped.
@@ -823,6 +853,7 @@ class _Plan:
             F.col("tx_end_time").alias("end_time"),
             F.col("tx_end_vol").alias("end_vol"),
         )
+        ends = self.begun_here(ends, "end_lsa", False)
         if self.start_key is not None:
             ends = ends.where(F.col("end_lsa") >= self.start_key)
         if self.end_key is not None:
