@@ -1,13 +1,15 @@
 """``walcdc extract --by-table``: one typed Parquet dataset per table. Read back with pyarrow
 (part by part, columns mapped by the attribute id in their field metadata) and with DuckDB
 (``union_by_name``), the parts replayed in commit order reproduce each fixture's final tables
-(``ground_truth/final_state``); two runs with a cursor give the parts of one run."""
+(``ground_truth/final_state``); two runs with a cursor give the parts of one run. A part is
+replaced only by the run that wrote it, repeated (or with --overwrite)."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -23,10 +25,33 @@ from walcdc.cli import main
 FIXTURES = ["p4k", "p16k", "v11_2", "crash", "breadth"]
 
 
+def invoke(log_dir, out, *args):
+    return CliRunner().invoke(main, ["extract", str(log_dir), "--by-table", "-o", str(out), *args])
+
+
 def extract(log_dir, out, *args):
-    r = CliRunner().invoke(main, ["extract", str(log_dir), "--by-table", "-o", str(out), *args])
+    r = invoke(log_dir, out, *args)
     assert r.exit_code == 0, r.output
     return r
+
+
+def files(out: Path):
+    """Every file under ``out`` and its bytes."""
+    return {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def rows(out: Path):
+    """Every row of every part: (table directory, lsa, op, before, after), sorted."""
+    got = []
+    for table, f, _ in parts(out):
+        for e in pq.read_table(f).to_pylist():
+            got.append((table, e["lsa"], e["op"], repr(e["before"]), repr(e["after"])))
+    return sorted(got)
+
+
+def middle_commit(log) -> str:
+    commits = walcdc.read_changes(log, decode=False).read_all().column("commit_lsa")
+    return walcdc.lsa.format_lsa(commits[len(commits) // 2].as_py())
 
 
 def text_form(value, col):
@@ -171,24 +196,77 @@ def test_two_runs_with_a_cursor_give_the_rows_of_one(tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"
     extract(fixture_dir(name), one)
     cursor = tmp_path / "cursor.json"
-    middle = walcdc.read_changes(log, decode=False).read_all().column("commit_lsa")
-    cut = walcdc.lsa.format_lsa(middle[len(middle) // 2].as_py())
-    extract(fixture_dir(name), two, "--cursor", str(cursor), "--to", cut)
+    extract(fixture_dir(name), two, "--cursor", str(cursor), "--to", middle_commit(log))
     r = extract(fixture_dir(name), two, "--cursor", str(cursor))
     assert "cursor saved" in r.output
-
-    def rows(out):
-        got = []
-        for table, f, _ in parts(out):
-            for e in pq.read_table(f).to_pylist():
-                got.append((table, e["lsa"], e["op"], repr(e["before"]), repr(e["after"])))
-        return sorted(got)
-
     assert rows(two) == rows(one)
     assert len(list(parts(two))) > len(list(parts(one)))
     # A third run finds nothing new and writes nothing.
     r = extract(fixture_dir(name), two, "--cursor", str(cursor))
     assert "no new events" in r.output
+
+
+def test_a_run_never_replaces_the_parts_of_another(tmp_path):
+    """The reported case: after a whole extraction, a run from the beginning of one table to an
+    earlier end names its part of t_types as the first run did, with fewer rows. It is refused,
+    naming the part, before anything is written: the files and the cursor are as they were.
+    --overwrite replaces the part."""
+    log = fixture_dir("p4k")
+    out, cursor = tmp_path / "out", tmp_path / "cursor.json"
+    extract(log, out)
+    before = files(out)
+    [part] = sorted((out / "dba.t_types").glob("*.parquet"))
+    whole = pq.read_metadata(part).num_rows
+    again = ["--tables", "t_types", "--to", "2779|1080", "--cursor", str(cursor)]
+    r = invoke(log, out, *again)
+    assert r.exit_code != 0
+    assert str(part) in r.output and "another run" in r.output and "--overwrite" in r.output
+    assert files(out) == before
+    assert not cursor.exists()
+    r = extract(log, out, *again, "--overwrite")
+    assert "cursor saved" in r.output
+    assert 0 < pq.read_metadata(part).num_rows < whole
+    assert not list(out.rglob(".walcdc-*"))
+
+
+def test_a_run_repeated_from_its_cursor_replaces_its_own_parts(tmp_path):
+    """A crash after a run published its parts but before it saved its cursor: the run repeated
+    from the same cursor writes parts of the same names, replaces them (every part is a new
+    file) and moves the cursor; the rows are those of one whole extraction, once."""
+    log_dir = fixture_dir("p4k")
+    out, cursor = tmp_path / "out", tmp_path / "cursor.json"
+    extract(log_dir, out, "--cursor", str(cursor), "--to", middle_commit(log_dir))
+    saved = cursor.read_bytes()
+    extract(log_dir, out, "--cursor", str(cursor))
+    published = {p: p.stat().st_ino for _, p, _ in parts(out)}
+    second = [p for _, p, meta in parts(out) if meta["walcdc.run_from"] != "beginning"]
+    assert second
+    cursor.write_bytes(saved)  # the crash: the second run's cursor was never saved
+    r = extract(log_dir, out, "--cursor", str(cursor))
+    assert "cursor saved" in r.output and cursor.read_bytes() != saved
+    assert {p for _, p, _ in parts(out)} == set(published)
+    assert all(p.stat().st_ino != published[p] for p in second)
+    one = tmp_path / "one"
+    extract(log_dir, one)
+    assert rows(out) == rows(one)
+
+
+def test_a_repeated_run_that_read_less_replaces_nothing(tmp_path):
+    """The same run (from the beginning, the same options) on an older copy of a log: its part
+    would hold fewer rows than the one it has the name of, so it is refused."""
+    from test_cdcserver import LiveTable
+
+    live = LiveTable(tmp_path / "log")
+    live.commit(inserts=[(1, {"name": "a"}), (2, {"name": "b"})])
+    shutil.copytree(tmp_path / "log", tmp_path / "older")
+    live.commit(inserts=[(3, {"name": "c"})])
+    out = tmp_path / "out"
+    extract(tmp_path / "log", out)
+    before = files(out)
+    r = invoke(tmp_path / "older", out)
+    assert r.exit_code != 0 and "more than" in r.output, r.output
+    assert files(out) == before
+    extract(tmp_path / "log", out)  # the same run again: its own parts, as many rows
 
 
 def test_refuses_what_does_not_apply(tmp_path):

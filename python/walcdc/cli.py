@@ -583,7 +583,10 @@ def schema(paths, sample, show_all, as_json) -> None:
     "--format", "fmt", type=click.Choice(["parquet", "jsonl", "arrow"]), help="Output format."
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Replace an existing output file (never done otherwise)."
+    "--overwrite",
+    is_flag=True,
+    help="Replace an existing output file, or with --by-table a part another run wrote (never "
+    "done otherwise).",
 )
 @click.option(
     "--cursor",
@@ -662,7 +665,9 @@ def extract(
 
     With --by-table, OUTPUT is a directory with one Parquet dataset per table (OUTPUT/<table>/),
     before/after typed with the table's columns; a run adds a part per table (and per
-    representation, when an ALTER changed the table). --cursor works the same way.
+    representation, when an ALTER changed the table). --cursor works the same way. A part of
+    the same name that another run wrote (another starting cursor or other options) is never
+    replaced without --overwrite: the run stops before writing anything.
     """
 
     from walcdc.sinks import resolve_target, write_stream
@@ -682,7 +687,6 @@ def extract(
                 ("--envelope", read["envelope"]),
                 ("--keys", read["keys"] != KEYS[0]),
                 ("--format", fmt not in (None, "parquet")),
-                ("--overwrite", overwrite),
             )
             if given
         ]
@@ -698,7 +702,7 @@ def extract(
     options = dict(read, cursor=cursor, on_error=on_error, on_encrypted=on_encrypted)
     if by_table:
         del options["keys"], options["envelope"]  # refused above
-        _extract_by_table(log, output, cursor_file, progress, **options)
+        _extract_by_table(log, output, cursor_file, progress, overwrite, **options)
         return
     stream = walcdc.read_changes(
         log, committed_only=not engine, envelope_options=envelope_options, **options
@@ -1083,13 +1087,17 @@ def hash_user(user, password_stdin) -> None:
     click.echo(user_line(user, password))
 
 
-def _extract_by_table(log, output, cursor_file, progress, **options) -> None:
+def _extract_by_table(log, output, cursor_file, progress, overwrite, **options) -> None:
     from walcdc.sinks.tables import write_tables
 
     stream = walcdc.read_changes_by_table(log, **options)
     with _Progress(log.header(), progress, "extracting") as bar:
         result = write_tables(
-            stream, output, cursor_file=cursor_file, on_batch=lambda b: bar.at(_last_lsa(b))
+            stream,
+            output,
+            overwrite=overwrite,
+            cursor_file=cursor_file,
+            on_batch=lambda b: bar.at(_last_lsa(b)),
         )
     _report_skipped(stream.skipped)
     tables = {os.path.dirname(p) for p in result.paths}

@@ -3,6 +3,8 @@ Rust straight from the decoded rows (the type mapping is documented in docs/type
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -99,4 +101,27 @@ def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> Table
     if unknown:
         raise TypeError(f"read_changes_by_table() got unexpected arguments {sorted(unknown)}")
     options = {**OPTION_DEFAULTS, **kwargs, "keys": "id"}
-    return _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
+    stream = _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
+    stream.info.update(_run_identity(options))
+    return stream
+
+
+def _run_identity(options: Dict[str, Any]) -> Dict[str, str]:
+    """What run a stream by table is: the cursor it starts from (``"beginning"`` without one)
+    and a digest of the options that choose what it reads. A part of typed output by table
+    records both, so that only a run repeated from the same cursor with the same options (after
+    a crash before its cursor was saved) replaces it (:func:`walcdc.sinks.tables.write_tables`)."""
+    cursor = options["cursor"]
+    start = "beginning"
+    if cursor is not None:
+        cursor = cursor if isinstance(cursor, Cursor) else Cursor.load(cursor)
+        fields = json.loads(cursor.to_json())
+        fields.pop("catalog", None)  # what the log says: the same for the same cursor
+        start = json.dumps(fields, sort_keys=True)
+    chosen = {k: v for k, v in options.items() if k not in ("cursor", "memory_limit")}
+
+    def plain(value):
+        return sorted(map(str, value)) if isinstance(value, (set, frozenset)) else str(value)
+
+    text = json.dumps(chosen, sort_keys=True, default=plain)
+    return {"run_from": start, "run_options": hashlib.sha256(text.encode()).hexdigest()}

@@ -7,7 +7,10 @@ representation, the rows after it go to a new part whose schema has the new colu
 RENAME TABLE, the table's rows go to the directory of its new name. A part is named by the
 commit LSA of its first row and the representation id, so a run repeated from the same cursor
 (after a crash before the cursor was saved) writes parts of the same names again, replacing
-them, however far it reads. DDL that belongs to no table (users, grants, ...) goes to
+them, however far it reads. Each part records the run that wrote it (``walcdc.run_from``: the
+cursor it started from, or ``beginning``; ``walcdc.run_options``: a digest of the options that
+chose what was read): a part of another run, or with rows the new one lacks, is never replaced
+without ``overwrite``. DDL that belongs to no table (users, grants, ...) goes to
 ``DIR/_ddl/``; changes of tables whose schema the log does not hold (created before its oldest
 volume; give ``schema=``) to ``DIR/_unknown_schema/``, with their raw images.
 
@@ -28,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from walcdc import lsa as L
+from walcdc.errors import OutputError, argument_error
 from walcdc.sinks.base import WriteResult, _count, _create_temp, _error, _fsync_dir, _remove
 
 __all__ = ["OTHER_DDL", "UNKNOWN_SCHEMA", "table_directory", "write_tables"]
@@ -87,13 +91,19 @@ def write_tables(
     stream,
     directory,
     *,
+    overwrite: bool = False,
     cursor_file=None,
     on_batch: Optional[Callable[[pa.RecordBatch], None]] = None,
 ) -> WriteResult:
     """Writes a committed change stream opened by table (:func:`walcdc.read_changes_by_table`)
     into ``directory``, one Parquet dataset per table, makes every part durable, and only then
     saves the stream's cursor to ``cursor_file``. On failure the unpublished parts are removed
-    and the cursor is left as it was."""
+    and the cursor is left as it was.
+
+    A part of the same name as an existing one replaces it only if the existing part was
+    written by the same run (the same starting cursor and options: a run repeated after a
+    crash) and holds no row the new one lacks, or with ``overwrite``; otherwise the run is an
+    :class:`~walcdc.OutputError` naming the file, and writes nothing."""
     directory = os.fspath(directory)
     try:
         os.makedirs(directory, exist_ok=True)
@@ -109,6 +119,9 @@ def write_tables(
         "walcdc.database": str(info.get("database") or ""),
         "walcdc.db_creation": str(info.get("db_creation", "")),
         "walcdc.stream": "committed",
+        # The run that wrote the part: who may replace it.
+        "walcdc.run_from": str(info.get("run_from", "")),
+        "walcdc.run_options": str(info.get("run_options", "")),
     }
     result = WriteResult()
     summary: Counter = Counter()
@@ -162,12 +175,14 @@ def write_tables(
             part.writer.add_key_value_metadata({"walcdc.cursor": result.cursor.to_json()})
             part.writer.close()
         open_parts.clear()
+        for part in parts:  # all checked before any is published
+            _check_replace(os.path.join(part.directory, part.name()), part, base_meta, overwrite)
         for part in parts:
             _sync(part.tmp_path)
         dirs = set()
         for part in parts:
             final = os.path.join(part.directory, part.name())
-            os.replace(part.tmp_path, final)  # the same part of a repeated run: its rows and more
+            os.replace(part.tmp_path, final)  # checked above: a part of a repeat of this run
             part.tmp_path = ""
             result.paths.append(final)
             dirs.add(part.directory)
@@ -188,6 +203,31 @@ def write_tables(
         result.cursor.save(cursor_file)
     result.summary = dict(summary)
     return result
+
+
+def _check_replace(final: str, part: _Part, meta: Dict[str, str], overwrite: bool) -> None:
+    """Refuses to replace ``final`` (unless ``overwrite``) if another run wrote it (another
+    starting cursor or other options, or no walcdc run at all), or if it holds more rows than
+    the part that would replace it (the same run read less of the log)."""
+    if overwrite or not os.path.lexists(final):
+        return
+    try:
+        existing = pq.read_metadata(final)
+        kv = {k.decode(): v.decode() for k, v in (existing.metadata or {}).items()}
+    except (OSError, pa.ArrowException, UnicodeDecodeError):
+        existing, kv = None, {}
+    run = ("walcdc.run_from", "walcdc.run_options")
+    if existing is None or not meta[run[0]] or any(kv.get(k) != meta[k] for k in run):
+        why = "written by another run"
+    elif existing.num_rows > part.rows:
+        why = f"with {existing.num_rows} rows, more than the {part.rows} of this run's part"
+    else:
+        return
+    raise argument_error(
+        "overwrite",
+        f"{final} exists, {why}: nothing was written (pass {{}} to replace it)",
+        OutputError,
+    )
 
 
 def _open_part(part: _Part, schema: pa.Schema, meta: Dict[str, str], temps: List[str]) -> None:
