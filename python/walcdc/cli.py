@@ -627,7 +627,7 @@ def schema(paths, sample, show_all, as_json) -> None:
     "by_table",
     is_flag=True,
     help="Typed Parquet by table: OUTPUT is a directory that gets one dataset per table (typed "
-    "before/after columns); an ALTER starts a new part with the new columns.",
+    "before/after columns); every part of a table has every column the table has had.",
 )
 @click.option(
     "--on-error",
@@ -665,9 +665,11 @@ def extract(
 
     With --by-table, OUTPUT is a directory with one Parquet dataset per table (OUTPUT/<table>/),
     before/after typed with the table's columns; a run adds a part per table (and per
-    representation, when an ALTER changed the table). --cursor works the same way. A part of
-    the same name that another run wrote (another starting cursor or other options) is never
-    replaced without --overwrite: the run stops before writing anything.
+    representation, when an ALTER changed the table). Every part of a table has every column
+    the table has had: parts of earlier runs that lack a column are rewritten with it. --cursor
+    works the same way. A part of the same name that another run wrote (another starting cursor
+    or other options) is never replaced without --overwrite: the run stops before writing
+    anything.
     """
 
     from walcdc.sinks import resolve_target, write_stream
@@ -1109,6 +1111,12 @@ def _extract_by_table(log, output, cursor_file, progress, overwrite, **options) 
             f"{result.rows:,} events written to {len(result.paths)} part(s) of "
             f"{len(tables)} table(s) under {output}"
             + (f"; {len(pending)} transaction(s) still open at the end" if pending else ""),
+            err=True,
+        )
+    if result.rewritten:
+        click.echo(
+            f"rewrote {len(result.rewritten)} part(s) of earlier runs with their tables' new "
+            "columns",
             err=True,
         )
     _print_summary(result.summary)
