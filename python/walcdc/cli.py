@@ -587,7 +587,10 @@ def schema(paths, sample, show_all, as_json) -> None:
     "--format", "fmt", type=click.Choice(["parquet", "jsonl", "arrow"]), help="Output format."
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Replace an existing output file (never done otherwise)."
+    "--overwrite",
+    is_flag=True,
+    help="Replace an existing output file, or with --by-table a part another run wrote (never "
+    "done otherwise).",
 )
 @click.option(
     "--cursor",
@@ -628,7 +631,7 @@ def schema(paths, sample, show_all, as_json) -> None:
     "by_table",
     is_flag=True,
     help="Typed Parquet by table: OUTPUT is a directory that gets one dataset per table (typed "
-    "before/after columns); an ALTER starts a new part with the new columns.",
+    "before/after columns); every part of a table has every column the table has had.",
 )
 @click.option(
     "--on-error",
@@ -666,7 +669,11 @@ def extract(
 
     With --by-table, OUTPUT is a directory with one Parquet dataset per table (OUTPUT/<table>/),
     before/after typed with the table's columns; a run adds a part per table (and per
-    representation, when an ALTER changed the table). --cursor works the same way.
+    representation, when an ALTER changed the table). Every part of a table has every column
+    the table has had: parts of earlier runs that lack a column are rewritten with it. --cursor
+    works the same way. A part of the same name that another run wrote (another starting cursor
+    or other options) is never replaced without --overwrite: the run stops before writing
+    anything.
     """
 
     from walcdc.sinks import resolve_target, write_stream
@@ -686,7 +693,6 @@ def extract(
                 ("--envelope", read["envelope"]),
                 ("--keys", read["keys"] != KEYS[0]),
                 ("--format", fmt not in (None, "parquet")),
-                ("--overwrite", overwrite),
             )
             if given
         ]
@@ -702,7 +708,7 @@ def extract(
     options = dict(read, cursor=cursor, on_error=on_error, on_encrypted=on_encrypted)
     if by_table:
         del options["keys"], options["envelope"]  # refused above
-        _extract_by_table(log, output, cursor_file, progress, **options)
+        _extract_by_table(log, output, cursor_file, progress, overwrite, **options)
         return
     stream = walcdc.read_changes(
         log, committed_only=not engine, envelope_options=envelope_options, **options
@@ -1087,13 +1093,17 @@ def hash_user(user, password_stdin) -> None:
     click.echo(user_line(user, password))
 
 
-def _extract_by_table(log, output, cursor_file, progress, **options) -> None:
+def _extract_by_table(log, output, cursor_file, progress, overwrite, **options) -> None:
     from walcdc.sinks.tables import write_tables
 
     stream = walcdc.read_changes_by_table(log, **options)
     with _Progress(log.header(), progress, "extracting") as bar:
         result = write_tables(
-            stream, output, cursor_file=cursor_file, on_batch=lambda b: bar.at(_last_lsa(b))
+            stream,
+            output,
+            overwrite=overwrite,
+            cursor_file=cursor_file,
+            on_batch=lambda b: bar.at(_last_lsa(b)),
         )
     _report_skipped(stream.skipped)
     tables = {os.path.dirname(p) for p in result.paths}
@@ -1105,6 +1115,12 @@ def _extract_by_table(log, output, cursor_file, progress, **options) -> None:
             f"{result.rows:,} events written to {len(result.paths)} part(s) of "
             f"{len(tables)} table(s) under {output}"
             + (f"; {len(pending)} transaction(s) still open at the end" if pending else ""),
+            err=True,
+        )
+    if result.rewritten:
+        click.echo(
+            f"rewrote {len(result.rewritten)} part(s) of earlier runs with their tables' new "
+            "columns",
             err=True,
         )
     _print_summary(result.summary)

@@ -3,11 +3,20 @@ Rust straight from the decoded rows (the type mapping is documented in docs/type
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Dict, List
 
 import pyarrow as pa
 
-from walcdc.changes import OPTION_DEFAULTS, ChangeStream, Cursor, TableChangeStream, _open_stream
+from walcdc.changes import (
+    OPTION_DEFAULTS,
+    ChangeStream,
+    Cursor,
+    TableChangeStream,
+    _cursor,
+    _open_stream,
+)
 from walcdc.errors import argument_error
 from walcdc.logset import LogSet, open_log
 from walcdc.options import TableIndex
@@ -99,4 +108,43 @@ def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> Table
     if unknown:
         raise TypeError(f"read_changes_by_table() got unexpected arguments {sorted(unknown)}")
     options = {**OPTION_DEFAULTS, **kwargs, "keys": "id"}
-    return _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
+    stream = _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
+    stream.info.update(_run_identity(options))
+    stream.representations = _representations(log, options)
+    return stream
+
+
+def _representations(log: LogSet, options: Dict[str, Any]) -> Dict[int, List[List[Dict[str, Any]]]]:
+    """The columns of every representation of every table the log's class records define (from
+    the cursor's catalog on), oldest first, each in definition order as the typed output has
+    them: what a writer by table needs to give every part of a table the same columns."""
+    cursor = _cursor(options)
+    since = cursor.catalog if cursor is not None else None
+    return {
+        c["class_oid"]: [
+            sorted(r["columns"], key=lambda x: (x["def_order"] < 0, x["def_order"], x["id"]))
+            for r in sorted(c["representations"], key=lambda r: r["repid"])
+            if r["columns"]
+        ]
+        for c in log.schemas(since=since)
+    }
+
+
+def _run_identity(options: Dict[str, Any]) -> Dict[str, str]:
+    """What run a stream by table is: the cursor it starts from (``"beginning"`` without one)
+    and a digest of the options that choose what it reads. A part of typed output by table
+    records both, so that only a run repeated from the same cursor with the same options (after
+    a crash before its cursor was saved) replaces it (:func:`walcdc.sinks.tables.write_tables`)."""
+    cursor = _cursor(options)
+    start = "beginning"
+    if cursor is not None:
+        fields = json.loads(cursor.to_json())
+        fields.pop("catalog", None)  # what the log says: the same for the same cursor
+        start = json.dumps(fields, sort_keys=True)
+    chosen = {k: v for k, v in options.items() if k not in ("cursor", "memory_limit")}
+
+    def plain(value):
+        return sorted(map(str, value)) if isinstance(value, (set, frozenset)) else str(value)
+
+    text = json.dumps(chosen, sort_keys=True, default=plain)
+    return {"run_from": start, "run_options": hashlib.sha256(text.encode()).hexdigest()}

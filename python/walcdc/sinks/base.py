@@ -148,6 +148,8 @@ class WriteResult:
     rows: int = 0
     #: Files published (none for a stream, or for a run with nothing new in parts mode).
     paths: List[str] = field(default_factory=list)
+    #: Parts of earlier runs rewritten with their table's new columns (``write_tables``).
+    rewritten: List[str] = field(default_factory=list)
     #: Events per (table, op).
     summary: Dict[Tuple[Optional[str], str], int] = field(default_factory=dict)
     first_lsa: Optional[int] = None
