@@ -642,3 +642,40 @@ def test_what_the_reader_skips_is_logged_while_the_server_runs(tmp_path):
         assert silent.recv(100).startswith(b"ERR timed out: authenticate, register and request")
         silent.close()
         c.close()
+
+
+def test_the_server_serves_only_the_tables_and_users_it_is_told():
+    """--tables / --exclude-tables: which tables clients may request (others get ERR);
+    --db-users: only those database users' changes are served."""
+    import walcdc
+    from conftest import fixture_dir
+
+    log = fixture_dir("breadth")
+    rows = walcdc.read_changes(log, ops="insert,update,delete").read_all().to_pylist()
+    table = max({r["table"] for r in rows}, key=[r["table"] for r in rows].count)
+    users = sorted({r["user"] for r in rows if r["table"] == table})
+    with serving(log, exclude_tables=[table.split(".")[1]]) as (_, port):
+        c = Client(port)
+        c.start(table=table)
+        assert c.line() == f"ERR table {table} is not served here"
+        c.close()
+    other = next(r["table"] for r in rows if r["table"] != table)
+    with serving(log, tables=[other]) as (_, port):
+        c = Client(port)
+        c.start(table=table)
+        assert c.line() == f"ERR table {table} is not served here"
+        c.close()
+    with serving(log, db_users=["nobody-" + users[0]], idle_timeout=1) as (_, port):
+        c = Client(port)
+        c.start(table=table)
+        with pytest.raises(ConnectionError):
+            c.line()  # no row of that user (no schema line either) until the stream ends
+        c.close()
+    with serving(log, db_users=[users[0]], idle_timeout=1) as (_, port):
+        c = Client(port)
+        c.start(table=table)
+        c.line()
+        want = [r for r in rows if r["table"] == table and r["user"] == users[0]]
+        first = json.loads(c.line())
+        assert first["sequence"] == L.format_lsa(want[0]["commit_lsa"])
+        c.close()

@@ -80,6 +80,13 @@ META_FIELDS = [
 ]
 
 
+def _names(values) -> Optional[set]:
+    """Table names of a filter (comma-separated lists too), lower-cased; None for no filter."""
+    if values is None:
+        return None
+    return {n.strip().lower() for v in values for n in str(v).split(",") if n.strip()}
+
+
 def user_line(user: str, password: str) -> str:
     """The users-file line of ``user``: ``user:`` and the hex SHA1 of the SHA1 of the password
     (clients send the SHA1 of the password; the file holds only its hash)."""
@@ -211,6 +218,9 @@ class _Handler(socketserver.BaseRequestHandler):
             if table is None:
                 self._send(f"ERR no table {parts[1]} in the log")
                 continue
+            if not self.server.serves(table):
+                self._send(f"ERR table {parts[1]} is not served here")
+                continue
             position = None
             if len(parts) == 3:
                 try:
@@ -250,6 +260,7 @@ class _Handler(socketserver.BaseRequestHandler):
         stream = walcdc.read_changes(
             self.server.source,
             tables=table,
+            users=self.server.db_users,
             ops="insert,update,delete,ddl",
             keys="id",  # images by attribute id: mapped to the version in force (_Rows)
             follow=True,
@@ -559,12 +570,20 @@ class CdcServer(socketserver.ThreadingTCPServer):
         max_clients: int = 64,
         max_unauthenticated: int = 16,
         auth_timeout: float = 10.0,
+        tables: Optional[List[str]] = None,
+        exclude_tables: Optional[List[str]] = None,
+        db_users: Optional[List[str]] = None,
     ):
         self.source = os.fspath(source)
         self.users = users
         self.poll_interval, self.idle_timeout = poll_interval, idle_timeout
         self.client_memory, self.batch_rows = client_memory, batch_rows
         self.max_clients = max_clients
+        # Which tables clients may request (names, owner.table or table, any case) and whose
+        # changes are served.
+        self.tables = _names(tables)
+        self.exclude_tables = _names(exclude_tables) or set()
+        self.db_users = db_users
         self.max_unauthenticated = min(max_unauthenticated, max_clients)
         self.auth_timeout = auth_timeout
         self._clients: set = set()  # connections with a thread
@@ -576,6 +595,12 @@ class CdcServer(socketserver.ThreadingTCPServer):
 
     def resolve(self, name: str) -> Optional[str]:
         return self.catalog.resolve(name)
+
+    def serves(self, table: str) -> bool:
+        """Whether clients may request ``table`` (its owner-qualified name as stored)."""
+        forms = {table.lower(), table.lower().rsplit(".", 1)[-1]}
+        allowed = self.tables is None or bool(forms & self.tables)
+        return allowed and not forms & self.exclude_tables
 
     def process_request(self, request, client_address) -> None:
         """Admits a connection (a thread of its own) within the caps. Past max_unauthenticated

@@ -284,14 +284,22 @@ _window = _options(
     click.option("--to", "end", type=_POSITION, help="End (exclusive): an LSA or a time."),
 )
 
+_tables_option = click.option(
+    "--tables",
+    multiple=True,
+    help="Only these tables: names (any name the table had; owner.table or table) or "
+    "class OIDs (volid|pageid|slotid), comma-separated or repeated.",
+)
+_exclude_tables_option = click.option(
+    "--exclude-tables", multiple=True, help="Not these tables (names or class OIDs)."
+)
+_users_option = click.option(
+    "--users", multiple=True, help="Only changes by these users (comma-separated)."
+)
+
 _stream_options = _options(
-    click.option(
-        "--tables",
-        multiple=True,
-        help="Only these tables: names (any name the table had; owner.table or table) or "
-        "class OIDs (volid|pageid|slotid), comma-separated or repeated.",
-    ),
-    click.option("--exclude-tables", multiple=True, help="Not these tables (names or class OIDs)."),
+    _tables_option,
+    _exclude_tables_option,
     click.option(
         "--include-ddl",
         type=click.Choice(DDL_SCOPES),
@@ -299,7 +307,7 @@ _stream_options = _options(
         show_default=True,
         help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
     ),
-    click.option("--users", multiple=True, help="Only changes by these users (comma-separated)."),
+    _users_option,
     click.option(
         "--ops",
         multiple=True,
@@ -1002,6 +1010,14 @@ def deliver(
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds a connection has to authenticate, register and request; then ERR, closed.",
 )
+@_tables_option
+@_exclude_tables_option
+@click.option(
+    "--db-users",
+    multiple=True,
+    help="Only changes made by these database users (comma-separated; --users names the "
+    "users file).",
+)
 @_command
 def serve(
     path,
@@ -1013,10 +1029,15 @@ def serve(
     max_clients,
     max_unauthenticated,
     auth_timeout,
+    tables,
+    exclude_tables,
+    db_users,
 ) -> None:
     """Serves the log's committed row changes over MaxScale's CDC protocol (authenticate,
     REGISTER UUID=..., TYPE=JSON, REQUEST-DATA owner.table [commit LSA]; rows as JSON lines as
-    they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network."""
+    they commit), until SIGINT or SIGTERM. Plain TCP: keep it on a trusted network.
+    --tables / --exclude-tables say which tables clients may request (names); --db-users
+    serves only the changes of those database users."""
     import signal
 
     from walcdc.cdcserver import CdcServer, load_users
@@ -1045,6 +1066,9 @@ def serve(
         max_clients=max_clients,
         max_unauthenticated=max_unauthenticated,
         auth_timeout=auth_timeout,
+        tables=list(tables) or None,
+        exclude_tables=list(exclude_tables) or None,
+        db_users=list(db_users) or None,
     )
     stopping = threading.Event()
 
