@@ -84,6 +84,33 @@ def test_a_supplement_of_a_system_transaction_is_an_error(tmp_path, trid):
         assert err.value.lsa == target
 
 
+def test_a_change_turned_into_a_deleted_rows_image_is_an_error(tmp_path):
+    # A DML supplement whose kind reads UNDO_RECORD (1): CUBRID writes that kind only right
+    # before the DELETE supplement that uses it, so an unpaired one is damage.
+    work = small_log(tmp_path)
+    target = supplemental_lsas(work)[len(work.committed) // 4]
+    patch_record(tmp_path, target, DATA_HEADER_AT, struct.pack("<i", 1), PAGE)
+    for committed_only in (True, False):
+        with pytest.raises(walcdc.CorruptRecordError, match="deleted row's image") as err:
+            walcdc.read_changes(tmp_path, committed_only=committed_only).read_all()
+        assert err.value.lsa > target and L.format_lsa(target) in str(err.value)
+
+
+def test_a_record_that_breaks_its_transactions_chain_is_an_error(tmp_path):
+    # A supplemental record's trid moved to another transaction (its prev_tranlsa then names
+    # a record that is not that transaction's last), or its prev_tranlsa moved.
+    work = small_log(tmp_path)
+    lsas = supplemental_lsas(work)
+    target = lsas[len(lsas) // 2]
+    trids = [t[0]["trid"] for t in work.committed]
+    own = next(e["trid"] for t in work.committed for e in t if e["lsa"] == target)
+    other = next(t for t in trids if t != own)
+    patch_record(tmp_path, target, TRID_AT, struct.pack("<i", other), PAGE)
+    with pytest.raises(walcdc.CorruptRecordError, match="prev_tranlsa") as err:
+        walcdc.read_changes(tmp_path).read_all()
+    assert err.value.lsa == target
+
+
 def test_an_end_marker_on_an_archived_page_is_a_counted_skip(tmp_path):
     work = small_log(tmp_path)
     _, clean, _ = events(tmp_path)

@@ -318,6 +318,13 @@ def _snapshot(open_it, from_start: bool = False):
             f"archive {kept_from} is not in the directory yet (the log's header says it was "
             "never deleted)"
         )
+    if from_start and "nxarv_num" not in header and numbers and min(numbers) > 0:
+        # Archives alone: only the active volume's header can say whether the older ones were
+        # deleted or are yet to come.
+        raise LogIOError(
+            f"archive {min(numbers) - 1} is not in the directory yet (nor the active volume, "
+            "whose header says which archives were deleted)"
+        )
     return log
 
 

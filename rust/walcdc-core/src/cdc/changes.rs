@@ -773,6 +773,13 @@ impl ChangeReader {
         if rec.prev_tranlsa.is_null() {
             return Ok(());
         }
+        if rec.prev_tranlsa >= rec.lsa {
+            return Err(LogError::corrupt(
+                &self.log.set_name(),
+                rec.lsa,
+                format!("its prev_tranlsa {} does not lie before it (a damaged link)", rec.prev_tranlsa),
+            ));
+        }
         let broken = match self.txns.get(&rec.trid) {
             Some(t) if !t.chain_unknown && t.last_lsa != rec.prev_tranlsa => {
                 format!("whose record before it was at {}", t.last_lsa)
@@ -794,10 +801,41 @@ impl ChangeReader {
         ))
     }
 
+    /// CUBRID logs a deleted row's image as an UNDO_RECORD supplement and, as the transaction's
+    /// next supplement, the DELETE supplement that points to it. Any other sequence is a
+    /// damaged record (a DELETE turned into something else would vanish without a trace).
+    fn check_undo_pair(&mut self, rec: &Record, supp: &Supplement) -> Result<()> {
+        let txn = self.txns.get_mut(&rec.trid).expect("transaction opened");
+        let pending = txn.pending_undo.take();
+        if matches!(supp, Supplement::UndoRecord) {
+            txn.pending_undo = Some(rec.lsa);
+        }
+        let Some(undo) = pending else { return Ok(()) };
+        let paired =
+            matches!(supp, Supplement::Dml(d) if d.kind == supplemental::DmlKind::Delete && d.undo_lsa == Some(undo));
+        if paired || txn.chain_unknown {
+            return Ok(());
+        }
+        Err(LogError::corrupt(
+            &self.log.set_name(),
+            rec.lsa,
+            format!("the deleted row's image logged at {undo} is not followed by the DELETE supplement that uses it"),
+        ))
+    }
+
     fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
         self.staging.end(rec.trid, commit, &mut self.catalog);
         let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
         self.buffered -= txn.bytes;
+        if let Some(undo) = txn.pending_undo.filter(|_| !txn.chain_unknown) {
+            return Err(LogError::corrupt(
+                &self.log.set_name(),
+                rec.lsa,
+                format!(
+                    "the transaction ends with the deleted row's image logged at {undo} unused by a DELETE supplement"
+                ),
+            ));
+        }
         if commit && txn.mvcc_dml {
             self.suspect_commits += 1;
             self.check_supplemental_logging(false)?;
@@ -952,6 +990,7 @@ impl ChangeReader {
     fn on_supplemental(&mut self, rec: &Record) -> Result<()> {
         self.stats.supplemental_records += 1;
         let supp = self.extractor.supplement(&self.log, rec)?;
+        self.check_undo_pair(rec, &supp)?;
         let engine = !self.opts.committed_only;
         match supp {
             Supplement::TranUser(user) => {

@@ -39,6 +39,10 @@ pub(crate) struct Txn {
     /// last record: its chain of `prev_tranlsa` cannot be checked any more.
     #[serde(default)]
     pub(crate) chain_unknown: bool,
+    /// An UNDO_RECORD supplement (a deleted row's image) waiting for the DELETE supplement
+    /// that points to it, which CUBRID writes next.
+    #[serde(default)]
+    pub(crate) pending_undo: Option<Lsa>,
 }
 
 impl Txn {
@@ -56,6 +60,7 @@ impl Txn {
             ignored: false,
             partial: false,
             chain_unknown: false,
+            pending_undo: None,
         }
     }
 
@@ -81,6 +86,7 @@ impl Txn {
             ignored: self.ignored,
             partial: self.partial,
             chain_unknown: self.chain_unknown,
+            pending_undo: self.pending_undo,
         })
     }
 }
