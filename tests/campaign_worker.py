@@ -3,10 +3,11 @@ silent-loss oracle (tests/test_corruption.py starts it with a memory cap and a t
 case, as for corruption_worker.py).
 
 Each case writes a few random bytes into a random place of one record (its header, data header
-or payload) or of its page's header, recomputes the page's checksum, reads the committed stream
-over a window that holds the edit — from the reader state a pristine read left at an anchor
-before it, so nothing before the anchor is read again — then puts the bytes back. Outcomes, one
-JSON line per case after ``{"start": i}``:
+or payload) or of its page's header and recomputes the page's checksum, or swaps its page with
+the next one of the volume, or copies the next one over it (whole pages: their checksums
+hold); reads the committed stream over a window that holds the edit (from the reader state a
+pristine read left at an anchor before it, so nothing before the anchor is read again); then
+puts the bytes back. Outcomes, one JSON line per case after ``{"start": i}``:
 
 - ``error``: a :class:`walcdc.LogError` naming the file and the LSA;
 - ``clean``: read to the end with as many committed events as the pristine window, or fewer
@@ -59,6 +60,46 @@ def read_window(log_dir: Path, state, end: int):
     return events, explain, [type(w.message).__name__ for w in said]
 
 
+def judge(log_dir: Path, state, end: int, pristine) -> dict:
+    """The outcome of reading the edited window (see the module's documentation)."""
+    try:
+        events, explain, said = read_window(log_dir, state, end)
+    except walcdc.LogError as e:
+        named = e.file is not None and e.lsa is not None
+        return {
+            "outcome": "error" if named else "bad",
+            "error": type(e).__name__,
+            "message": str(e)[:200],
+        }
+    except BaseException as e:  # noqa: BLE001 -- everything else is reported
+        return {"outcome": "bad", "error": type(e).__name__, "message": str(e)[:300]}
+    want, explain0, _ = pristine
+    grew = [x for x in explain if explain[x] > explain0[x]]
+    if events >= want or said or grew:
+        return {"outcome": "clean", "events": events - want, "said": said, "grew": grew}
+    return {"outcome": "loss", "lost": want - events}
+
+
+def pages_case(log_dir: Path, path, page_at: int, page_size: int, kind: str, state, end, pristine):
+    """Swaps the page at ``page_at`` with the next one of its volume, or copies the next one
+    over it; judges the read; puts both back."""
+    with open(path, "r+b") as fh:
+        fh.seek(page_at)
+        both = fh.read(2 * page_size)
+        if len(both) < 2 * page_size:
+            return {"outcome": "clean", "events": 0, "said": [], "grew": []}
+        this, nxt = both[:page_size], both[page_size:]
+        fh.seek(page_at)
+        fh.write(nxt + this if kind == "swap" else nxt + nxt)
+        fh.flush()
+        try:
+            return judge(log_dir, state, end, pristine)
+        finally:
+            fh.seek(page_at)
+            fh.write(both)
+            fh.flush()
+
+
 def anchors(log_dir: Path, lsas):
     """Reader states of the pristine log at evenly spaced records: ``[(index, state)]``, each
     read on from the one before."""
@@ -97,7 +138,17 @@ def main() -> None:
             continue
         path, page_at = where[pid]
         span = max(1, min(sizes[i], page_size - PAGE_HEADER_SIZE - off))
-        kind = rnd.choice(["header", "header", "data", "payload", "page"])
+        kind = rnd.choice(["header", "header", "data", "payload", "page", "swap", "copy"])
+        if kind in ("swap", "copy"):
+            print(json.dumps({"start": case, "what": f"{kind} page {pid}"}), flush=True)
+            out = pages_case(
+                log_dir, path, page_at, page_size, kind, state, end, pristine[(k, end)]
+            )
+            out.update(case=case, what=f"{kind} page {pid}", new="")
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            out["rss_growth_mb"] = (rss - base_rss) // 1024
+            print(json.dumps(out), flush=True)
+            continue
         if kind == "page":
             at_byte, n = rnd.choice([(0, 8), (8, 2), (10, 2)])
         elif kind == "header":
@@ -123,19 +174,7 @@ def main() -> None:
         print(json.dumps({"start": case, "what": what}), flush=True)
         page = patch_page(path, page_at, page_size, at_byte, new)
         try:
-            events, explain, said = read_window(log_dir, state, end)
-            want, explain0, _ = pristine[(k, end)]
-            grew = [x for x in explain if explain[x] > explain0[x]]
-            if events >= want or said or grew:
-                out = {"outcome": "clean", "events": events - want, "said": said, "grew": grew}
-            else:
-                out = {"outcome": "loss", "lost": want - events}
-        except walcdc.LogError as e:
-            named = e.file is not None and e.lsa is not None
-            out = {"outcome": "error" if named else "bad", "error": type(e).__name__}
-            out["message"] = str(e)[:200]
-        except BaseException as e:  # noqa: BLE001 -- everything else is reported
-            out = {"outcome": "bad", "error": type(e).__name__, "message": str(e)[:300]}
+            out = judge(log_dir, state, end, pristine[(k, end)])
         finally:
             with open(path, "r+b") as fh:
                 fh.seek(page_at)

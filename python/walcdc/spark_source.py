@@ -32,8 +32,9 @@ those of :func:`walcdc.read_changes` (the Spark schema from the one mapping in
 :mod:`walcdc.spark`).
 
 Options (both): ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separated), ``mode``
-(``full`` by default), ``decode`` (``true``), ``keys``. Batch only: ``committed_only``,
-``start``, ``end``, ``cursor`` (JSON), ``split_bytes``, ``on_encrypted``, ``plan``. The log
+(``full`` by default), ``decode`` (``true``), ``keys``, ``on_partial`` (``skip``). Batch only:
+``committed_only``, ``start``, ``end``, ``cursor`` (JSON), ``split_bytes``, ``on_encrypted``,
+``plan``. The log
 directory is the path given to ``load``; every executor must read it at that path.
 """
 
@@ -60,6 +61,8 @@ def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
         out["mode"] = options["mode"]
     if options.get("keys"):
         out["keys"] = options["keys"]
+    if options.get("on_partial"):
+        out["on_partial"] = options["on_partial"]
     out["decode"] = options.get("decode", "true").lower() != "false"
     return out
 
