@@ -289,3 +289,64 @@ def test_a_follower_waits_for_volumes_copied_in_any_order(tmp_path, name, order)
         copier.join(timeout=60)
     assert len(rows) == len(want)
     assert rows == want
+
+
+def test_walcdc_follow_waits_for_a_directory_filled_later(tmp_path):
+    """``walcdc follow`` started on an empty directory says what it waits for, then writes
+    every event once the volumes are copied in."""
+    from conftest import fixture_dir
+
+    src = fixture_dir("breadth")
+    want = walcdc.read_changes(src).read_all().num_rows
+    watched, out = tmp_path / "watched", tmp_path / "out.jsonl"
+    watched.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "walcdc.cli", "follow", str(watched), "-o", str(out)]
+        + ["--poll-interval", "0.05", "--idle-timeout", "4"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    first: list = []
+    reader = threading.Thread(target=lambda: first.append(proc.stderr.readline()), daemon=True)
+    reader.start()
+    try:
+        reader.join(timeout=60)  # it says what it waits for before anything is copied
+        assert first and "walcdc: warning: waiting for the log" in first[0], first
+        for f in sorted(src.iterdir()):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+            os.replace(tmp_path / f.name, watched / f.name)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert len(out.read_text().splitlines()) == want
+
+
+def test_walcdc_follow_says_what_it_skips_as_it_happens(tmp_path):
+    """A damaged record read by a long-running ``walcdc follow`` is reported when it is read
+    (a ``walcdc: warning:`` line), not when the command ends."""
+    from test_bad_input import _hostile_copy
+
+    _hostile_copy(tmp_path, "p4k_null_prev_tranlsa.json")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "walcdc.cli", "follow", str(tmp_path), "-o", str(tmp_path / "o")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list = []
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if "UnfinishedTransactionDropped" in line:
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        reader.join(timeout=120)
+        assert any("walcdc: warning:" in x and "dropped" in x for x in lines), lines
+        assert proc.poll() is None  # still following: said as it happened
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

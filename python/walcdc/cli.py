@@ -783,15 +783,23 @@ def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> Non
     """
     from walcdc.sinks.files import JsonLinesSink
 
-    log = _open(list(paths))
+    # What it waits for (a directory with no volume yet, an archive not copied yet), as it
+    # happens.
+    said = logging.StreamHandler(sys.stderr)
+    said.setFormatter(_LogLine())
+    logging.getLogger("walcdc.follow").addHandler(said)
+    logging.getLogger("walcdc.follow").propagate = False
+    # The paths, not an opened log: a directory with no volume yet is waited for.
     stream = walcdc.read_changes(
-        log,
+        paths[0] if len(paths) == 1 else list(paths),
         **read,
         cursor=_load_cursor(cursor_file, read),
         follow=True,
         poll_interval=poll_interval,
         idle_timeout=idle_timeout,
         batch_size=4096,
+        # What the reader skips, as it happens (the command may run for months).
+        on_warning=lambda w: click.echo(f"walcdc: warning: {w} ({type(w).__name__})", err=True),
     )
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stream.close())
