@@ -214,15 +214,35 @@ FULL_ONLY = {
         for case in (
             "committed-p4k",
             "engine-small-p4k",
+            "committed-p16k",
             "committed-small-p16k",
             "engine-small-p16k",
             "committed-crash",
+            "committed-small-crash",
             "engine-small-crash",
             "committed-breadth",
             "committed-v11_2",
             "committed-small-v11_2",
+            "engine-small-v11_2",
             "committed-tde",
             "committed-small-tde",
+        )
+    },
+    **{
+        f"tests/test_spark.py::test_read_changes_options_equal_the_local_stream[breadth-{o}]": (
+            "breadth keeps one option set of each family (markers and ops, images and keys, "
+            "a table, a window, CUBRID's stream with a user), with 5-page ranges"
+        )
+        for o in (
+            "ops=delete,abort",
+            "mode=id",
+            "keys=id,include_trigger=False",
+            "decode=False,mode=after",
+            "exclude_table",
+            "user",
+            "committed_only=False,ops=insert,delete,commit,timer",
+            "committed_only=False,mode=before,keys=name_now",
+            "engine_window",
         )
     },
     **{
@@ -262,10 +282,13 @@ FULL_ONLY = {
             "p4k-0.3-engine",
             "breadth-0.5-engine",
             "crash-0.7-committed",
+            "crash-0.7-engine",
         )
     },
     "tests/test_spark.py::test_a_local_cursor_with_a_checkpoint_inside_ddl_resumes_on_spark"
-    "[breadth-0.45]": "breadth-0.4 and v11_2 resume inside DDL transactions",
+    "[breadth-0.45]": "breadth-0.4 resumes inside a DDL transaction",
+    "tests/test_spark.py::test_a_local_cursor_with_a_checkpoint_inside_ddl_resumes_on_spark"
+    "[v11_2-0.07]": "breadth-0.4 resumes inside a DDL transaction",
     "tests/test_spark.py::test_read_table_changes_equals_the_local_typed_stream[p4k]": (
         "breadth's tables hold every column type and altered table of the typed path"
     ),
@@ -275,13 +298,20 @@ FULL_ONLY = {
     "tests/test_spark.py::test_transactions_begun_in_a_deleted_archive_are_left_out_on_spark"
     "[engine]": "the committed case runs the same rule (begun_here) on the same log",
     # test_spark_format.py
-    "tests/test_spark_format.py::test_the_format_equals_the_local_stream[p4k]": (
-        "p16k, crash, breadth, v11_2 and tde run the same partitions"
-    ),
+    **{
+        f"tests/test_spark_format.py::test_the_format_equals_the_local_stream[{n}]": (
+            "crash, breadth, v11_2 and tde run the same partitions"
+        )
+        for n in ("p4k", "p16k")
+    },
     "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[committed-p4k]": "breadth and v11_2 compare every cursor of both streams",
+    "[committed-p4k]": "breadth compares every cursor of both streams",
     "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[engine-p4k]": "breadth and v11_2 compare every cursor of both streams",
+    "[engine-p4k]": "breadth compares every cursor of both streams",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
+    "[committed-v11_2]": "breadth compares every cursor of both streams",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
+    "[engine-v11_2]": "breadth compares every cursor of both streams",
     "tests/test_spark_format.py::test_a_cursor_option_reads_the_rest[p4k-0.3]": (
         "crash resumes from a cursor the same way"
     ),
