@@ -3,7 +3,8 @@
 # (fuzz/corpus/<target>, not kept), the seeds kept in the repository (fuzz/seeds/<target>) and
 # every regression input (fuzz/regressions/<target>).
 #
-#   fuzz/run.sh [-t SECONDS | -n RUNS] [TARGET...]     (default: 60 seconds each, every target)
+#   fuzz/run.sh [-t SECONDS | -n RUNS] [-j JOBS] [TARGET...]
+#       (default: 60 seconds each, every target, one at a time; -j runs JOBS targets at once)
 #
 # Built without a sanitizer (-s none): the decoders are safe Rust, and the fuzzer runs about
 # three times faster. A crash, a timeout (10 s) or an input needing more than 2 GiB stops the
@@ -12,10 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 limit=(-max_total_time=60)
-while getopts "t:n:" opt; do
+jobs=1
+while getopts "t:n:j:" opt; do
     case $opt in
         t) limit=(-max_total_time="$OPTARG") ;;
         n) limit=(-runs="$OPTARG") ;;
+        j) jobs=$OPTARG ;;
         *) exit 2 ;;
     esac
 done
@@ -26,19 +29,35 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 cargo +nightly fuzz build -O -s none
 mkdir -p artifacts/logs
-status=0
-for t in "${targets[@]}"; do
+
+# One target, from its corpus, seeds and regressions; says how it went (0: no finding).
+fuzz_one() {
+    local t=$1
     mkdir -p "corpus/$t" "seeds/$t" "regressions/$t" "artifacts/$t"
-    echo "== fuzz $t (${limit[*]})"
     if cargo +nightly fuzz run -O -s none "$t" "corpus/$t" "seeds/$t" "regressions/$t" -- \
         "${limit[@]}" -dict=log.dict -max_len=131072 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"artifacts/logs/$t.log" 2>&1; then
-        grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "artifacts/logs/$t.log" | tr '\n' ' '
-        grep -E "DONE" "artifacts/logs/$t.log" | tail -1 | sed 's/^/  /'
+        echo "== fuzz $t (${limit[*]}): $(grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "artifacts/logs/$t.log" | tr '\n' ' ')"
     else
-        echo "fuzz target $t failed; see fuzz/artifacts/logs/$t.log" >&2
-        grep -E "panicked|ERROR|SUMMARY|Test unit written" "artifacts/logs/$t.log" | head -5 >&2 || true
-        status=1
+        {
+            echo "fuzz target $t failed; see fuzz/artifacts/logs/$t.log"
+            grep -E "panicked|ERROR|SUMMARY|Test unit written" "artifacts/logs/$t.log" | head -5 || true
+        } >&2
+        return 1
     fi
+}
+
+status=0
+running=()
+for t in "${targets[@]}"; do
+    fuzz_one "$t" &
+    running+=($!)
+    if [ ${#running[@]} -ge "$jobs" ]; then
+        wait "${running[0]}" || status=1
+        running=("${running[@]:1}")
+    fi
+done
+for pid in "${running[@]}"; do
+    wait "$pid" || status=1
 done
 exit $status

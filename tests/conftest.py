@@ -3,9 +3,12 @@ directory, never into the repository) and the engine's own record dumps."""
 
 from __future__ import annotations
 
+import functools
 import gzip
+import json
 import lzma
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -75,7 +78,7 @@ def shipped_end(name: str) -> int:
     return L.parse((ground_truth(name) / "shipped_end.txt").read_text().strip())
 
 
-@dataclass
+@dataclass(frozen=True)
 class DumpRecord:
     lsa: int
     forw_lsa: Optional[int]
@@ -94,10 +97,48 @@ def _lsa_or_none(text: str) -> Optional[int]:
     return L.make(int(p), int(o))
 
 
+def _parsed(source: Path, parse):
+    """``parse(source)``, kept as a pickle in the cache directory beside the decompressed
+    volumes (keyed by the source's size and mtime), so each worker and each run parses the
+    engine's large outputs once. Written to a temporary file and renamed: workers may race."""
+    st = source.stat()
+    key = f"{source.parent.parent.name}-{source.name}-{st.st_size}-{st.st_mtime_ns}.pickle"
+    cached = CACHE / "parsed" / key
+    try:
+        with open(cached, "rb") as f:
+            return pickle.load(f)
+    except (OSError, EOFError, pickle.UnpicklingError):
+        pass
+    value = parse(source)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=cached.parent, delete=False) as tmp:
+        pickle.dump(value, tmp, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp.name, cached)
+    return value
+
+
+def _read_jsonl_gz(path: Path) -> list:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+@functools.lru_cache(maxsize=2)
+def engine_items(name: str) -> list:
+    """Every line of the CDC API's output for a fixture (``expected_events.jsonl.gz``), parsed:
+    the meta line(s) and the items, in order. Read-only: tests share the one list."""
+    return _parsed(ground_truth(name) / "expected_events.jsonl.gz", _read_jsonl_gz)
+
+
+@functools.lru_cache(maxsize=2)
 def read_dump(name: str) -> List[DumpRecord]:
-    """The engine's own dump (``cubrid diagdb -d 8``), one entry per record, in log order."""
+    """The engine's own dump (``cubrid diagdb -d 8``), one entry per record, in log order.
+    Read-only: tests share the one list."""
+    return _parsed(ground_truth(name) / "diag_log_headers.txt.gz", _read_dump)
+
+
+def _read_dump(path: Path) -> List[DumpRecord]:
     out = []
-    with gzip.open(ground_truth(name) / "diag_log_headers.txt.gz", "rb") as f:
+    with gzip.open(path, "rb") as f:
         for raw in f:
             if raw.startswith(b"#"):
                 continue
@@ -327,15 +368,30 @@ FULL_ONLY = {
 }
 
 
+#: (every test id, the default tier's test ids) this session collected.
+COLLECTED = pytest.StashKey[tuple]()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in FULL_ONLY:
             item.add_marker(pytest.mark.full)
-    # Every Spark test runs in one worker, with the one session (pytest-xdist --dist loadgroup).
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+    # What this session collected, for tests/test_suite_guard.py: every test, and the default
+    # tier's (before -k or -m choose among them).
+    config.stash[COLLECTED] = (
+        [i.nodeid for i in items],
+        [i.nodeid for i in items if i.get_closest_marker("full") is None],
+    )
+    # Every Spark test runs in one worker, with the one session (pytest-xdist --dist
+    # loadgroup), and they come first: that worker starts on them while the others share the
+    # rest, instead of one worker starting the longest unit last.
+    spark = [i for i in items if "spark" in getattr(i, "fixturenames", ())]
+    for item in spark:
+        item.add_marker(pytest.mark.xdist_group("spark"))
+    if spark:
+        chosen = set(map(id, spark))
+        items[:] = spark + [i for i in items if id(i) not in chosen]
     if FULL_TIER:
         for item in items:  # -m full selects every test
             item.add_marker(pytest.mark.full)

@@ -22,7 +22,7 @@ from collections import Counter, defaultdict
 import pytest
 
 import walcdc
-from conftest import fixture_dir, ground_truth, read_dump
+from conftest import engine_items, fixture_dir, ground_truth, read_dump
 from walcdc import lsa as L
 
 NULL_CLASS = 0x0000_0000_FFFF_FFFF  # a NULL OID in the CDC API's packing
@@ -37,8 +37,7 @@ DML_TYPES = {
 
 
 def expected_items(name):
-    with gzip.open(ground_truth(name) / "expected_events.jsonl.gz", "rt") as f:
-        lines = [json.loads(x) for x in f]
+    lines = engine_items(name)
     meta = lines[0]
     assert meta["meta"] == "find_lsa"
     return L.make(*meta["lsa"]), [x for x in lines if "seq" in x]

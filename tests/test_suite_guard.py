@@ -19,10 +19,20 @@ TESTS = Path(__file__).resolve().parent
 COUNTS = TESTS / "collected.json"
 
 
-def _collected(*args: str) -> list:
+def _collected(config, tier: str) -> list:
+    """The test ids of a tier (``default`` or ``full``): this session's own collection when it
+    collected the whole suite (the README's command; each xdist worker collects it all), else
+    a collection of the suite in a subprocess."""
+    every, default = config.stash.get(conftest.COLLECTED, ([], []))
+    here = config.invocation_params.dir
+    if {(here / a.split("::")[0]).resolve() for a in config.args} == {TESTS}:
+        return every if tier == "full" else default
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.pop("WALCDC_TIER", None)
+    args = ["-m", "full"] if tier == "full" else []
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        + ["tests", *args],
         cwd=TESTS.parent,
         capture_output=True,
         text=True,
@@ -33,8 +43,8 @@ def _collected(*args: str) -> list:
     return [line for line in r.stdout.splitlines() if "::" in line]
 
 
-def test_every_file_is_collected_with_its_tests():
-    ids = _collected("tests")
+def test_every_file_is_collected_with_its_tests(pytestconfig):
+    ids = _collected(pytestconfig, "default")
     per_file = Counter(i.split("::")[0] for i in ids)
     files = {f"tests/{p.name}" for p in TESTS.glob("test_*.py")}
     assert files == set(per_file), f"not collected: {sorted(files - set(per_file))}"
@@ -46,7 +56,7 @@ def test_every_file_is_collected_with_its_tests():
     assert not set(per_file) - set(want), f"files missing from {COUNTS.name}"
 
 
-def test_the_full_tier_names_real_tests():
-    ids = set(_collected("tests", "-m", "full"))
+def test_the_full_tier_names_real_tests(pytestconfig):
+    ids = set(_collected(pytestconfig, "full"))
     stale = sorted(set(conftest.FULL_ONLY) - ids)
     assert not stale, f"FULL_ONLY names no test: {stale}"

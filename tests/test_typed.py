@@ -12,7 +12,7 @@ in test_final_state.py).
 
 from __future__ import annotations
 
-import gzip
+import bisect
 import json
 import struct
 import warnings
@@ -21,7 +21,7 @@ from collections import defaultdict
 import pytest
 
 import walcdc
-from conftest import fixture_dir, ground_truth
+from conftest import engine_items, fixture_dir, ground_truth
 from walcdc import lsa as L
 
 OPAQUE_FOR_API = {"JSON", "SET", "MULTISET", "SEQUENCE", "OBJECT"}
@@ -29,8 +29,7 @@ CHARSETS = {"utf8": "utf-8", "euckr": "euc-kr", "iso88591": "latin-1"}
 
 
 def items_of(name):
-    with gzip.open(ground_truth(name) / "expected_events.jsonl.gz", "rt") as f:
-        return [x for x in (json.loads(line) for line in f) if "seq" in x]
+    return [x for x in engine_items(name) if "seq" in x]
 
 
 def catalog_columns(name):
@@ -91,14 +90,22 @@ def test_every_api_value_equals_walcdc(name):
 
     # The committed images of each row in log order, for checking before-values the API garbles.
     history = defaultdict(list)
-    for e in walcdc.read_changes(log).read_all().to_pylist():
-        if e["row_oid"] is not None and e["after"] is not None:
-            history[e["row_oid"]].append((e["lsa"], e["after"]))
+    committed = walcdc.read_changes(log).read_all()
+    for oid, lsa, after in zip(
+        committed.column("row_oid").to_pylist(),
+        committed.column("lsa").to_pylist(),
+        committed.column("after").to_pylist(),
+    ):
+        if oid is not None and after is not None:
+            history[oid].append((lsa, after))
+    for images in history.values():
+        images.sort()
     prior = {}
     for e in events:
         if e["row_oid"] is not None:
-            earlier = [a for lsa, a in sorted(history[e["row_oid"]]) if lsa < e["lsa"]]
-            prior[e["lsa"]] = earlier[-1] if earlier else None
+            images = history[e["row_oid"]]
+            k = bisect.bisect_left(images, (e["lsa"],))  # the last image before this event
+            prior[e["lsa"]] = images[k - 1][1] if k else None
 
     compared = 0
     garbled_lz4 = []

@@ -345,7 +345,7 @@ class TableColumns:
 
     def _load(self) -> None:
         tables = {}
-        for t in self._log.schemas(since=self._since):
+        for t in self._log._schemas_shared(since=self._since):
             now = {}
             for r in t["representations"]:
                 if r["repid"] == t["current_repid"]:

@@ -203,6 +203,15 @@ class LogSet:
         The log set's volumes do not change under it, so the walk is made once per log set
         (each call returns its own copy)."""
         import copy
+
+        return copy.deepcopy(self._schemas_shared(on_encrypted, since))
+
+    def _schemas_shared(
+        self, on_encrypted: str = "skip", since: Optional[bytes] = None
+    ) -> List[Dict[str, Any]]:
+        """:meth:`schemas` without the copy, for walcdc's own readers, which do not change it
+        (a stream by table asks once per table: copying every table's schemas each time made
+        that quadratic)."""
         import hashlib
         import json
 
@@ -216,7 +225,7 @@ class LogSet:
                         text = c.pop("default_json")
                         c["default"] = json.loads(text) if text is not None else None
             cache[key] = out
-        return copy.deepcopy(cache[key])
+        return cache[key]
 
     def users(self) -> List[str]:
         """The names of the users whose transactions the log set records (its TRAN_USER

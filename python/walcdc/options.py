@@ -172,7 +172,7 @@ class TableIndex:
         cls, log, user_tables: Sequence[tuple] = (), since: Optional[bytes] = None
     ) -> TableIndex:
         """The names of ``log`` (from a cursor's catalog checkpoint ``since`` on, if given)."""
-        return cls(log.schemas(since=since), user_tables)
+        return cls(log._schemas_shared(since=since), user_tables)
 
     def resolve(self, value, argument: str) -> List[int]:
         """The class OIDs a filter selects, names resolved; unknown names are an error."""

@@ -126,7 +126,7 @@ def _representations(log: LogSet, options: Dict[str, Any]) -> Dict[int, List[Lis
             for r in sorted(c["representations"], key=lambda r: r["repid"])
             if r["columns"]
         ]
-        for c in log.schemas(since=since)
+        for c in log._schemas_shared(since=since)
     }
 
 
