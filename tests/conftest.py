@@ -67,6 +67,26 @@ def copy_needed_volumes(log, cursor, dest: Path) -> int:
     return len(volumes) - len(kept)
 
 
+def assert_same_rows(got, want, what: str = "rows") -> None:
+    """``got`` and ``want`` (Arrow tables) hold the same rows in the same order, value for
+    value. Compared in Arrow (chunking does not matter); only where that finds a difference are
+    rows compared as Python values (dictionary-encoded columns may encode the same values
+    differently), and the first row that differs is named with both versions of it."""
+    if got.equals(want):
+        return
+    assert got.column_names == want.column_names, (what, got.column_names, want.column_names)
+    assert got.num_rows == want.num_rows, f"{what}: {got.num_rows} rows, want {want.num_rows}"
+    step = 4096
+    for at in range(0, got.num_rows, step):
+        a, b = got.slice(at, step), want.slice(at, step)
+        if a.equals(b):
+            continue
+        for i, (x, y) in enumerate(zip(a.to_pylist(), b.to_pylist())):
+            if x != y:
+                diff = {k: (x[k], y[k]) for k in x if x[k] != y[k]}
+                raise AssertionError(f"{what}: row {at + i} differs (got, want): {diff}")
+
+
 def ground_truth(name: str) -> Path:
     """The engine's own output for a fixture (skips, or fails in CI, when it is absent)."""
     path = FIXTURES / name / "ground_truth"
@@ -400,6 +420,31 @@ def pytest_collection_modifyitems(config, items):
         if len(kept) < len(items):
             config.hook.pytest_deselected(items=[i for i in items if i not in kept])
             items[:] = kept
+
+
+class _XdistGroups:
+    """pytest-xdist's ``--dist loadgroup`` puts a test in its group by appending ``@group`` to
+    its node id (``item._nodeid``); pytest 9.2 keeps node ids elsewhere (``item._id``), so the
+    suffix is lost and every worker ran Spark tests, each starting a Spark session. Where that
+    happened, this adds the suffix the way pytest 9.2 keeps it (after xdist's own hook)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        if not config.getoption("loadgroup", False):
+            return
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            if mark is None or "@" in item.nodeid:
+                continue
+            if not hasattr(item, "_id"):  # pragma: no cover (an xdist that works)
+                continue
+            from _pytest.nodeid import coerce_node_id
+
+            item._id = coerce_node_id(f"{item.nodeid}@{mark.args[0]}")
+
+
+def pytest_sessionstart(session):
+    session.config.pluginmanager.register(_XdistGroups(), "walcdc-xdist-groups")
 
 
 # Hypothesis: a fixed, derandomized profile in CI (reproducible runs); the default elsewhere.
