@@ -282,20 +282,37 @@ def _open_followed(
 ) -> LogSet:
     """The first snapshot of a followed log. A directory with no volume yet, or caught between
     two steps of the server or of a copy (see :func:`_snapshot`), is looked at again until it
-    reads, or until ``idle_timeout`` passes (its problem is raised then); a directory that does
-    not exist is an error at once."""
+    reads, or until ``idle_timeout`` passes with nothing new in it (its problem is raised then:
+    a volume that arrives is progress, as a record is once the stream reads); a directory that
+    does not exist is an error at once."""
     started = time.monotonic()
     said: set = set()
+    seen = None
     while True:
         try:
             return _snapshot(lambda: open_log(source), from_start)
         except LogError as exc:
             gone = isinstance(source, (str, os.PathLike)) and not os.path.exists(source)
+            now = _listing(source)
+            if now != seen:
+                seen, started = now, time.monotonic()
             waited = time.monotonic() - started
             if gone or (idle_timeout is not None and waited >= idle_timeout):
                 raise
             _waiting(exc, said)
             time.sleep(max(poll_interval, 0.01))
+
+
+def _listing(source):
+    """What a followed directory holds (names and sizes), to tell a wait that makes progress
+    from one that does not; None for anything else."""
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isdir(source):
+        return None
+    try:
+        with os.scandir(source) as entries:
+            return sorted((e.name, e.stat().st_size) for e in entries if e.is_file())
+    except OSError:
+        return None
 
 
 def _snapshot(open_it, from_start: bool = False):
