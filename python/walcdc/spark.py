@@ -183,7 +183,7 @@ def read_records(
                 for batch in reader:
                     yield _cast(pa.record_batch(batch), target)
 
-    return _ranges_frame(spark, ranges).mapInArrow(read, schema)
+    return _ranges_frame(spark, ranges, _log_bytes(paths)).mapInArrow(read, schema)
 
 
 def _task_count(spark, ranges: int, per_core: int, log_bytes: Optional[int] = None) -> int:
@@ -235,10 +235,16 @@ def _partition_keys(parts: int) -> List[int]:
     return keys  # type: ignore[return-value]
 
 
-def _ranges_frame(spark, ranges, parts: Optional[int] = None):
-    """One row per range, spread over at most four tasks per core of the session (ranges
-    beyond that share a task); with ``parts``, a ``part`` column: the key that sends range
-    ``i`` to partition ``i mod parts`` (see :func:`_partition_keys`)."""
+def _log_bytes(paths: List[str]) -> int:
+    return sum(os.stat(p).st_size for p in paths)
+
+
+def _ranges_frame(spark, ranges, log_bytes: int, parts: Optional[int] = None):
+    """One row per range, spread over at most four tasks per core of the session and one per
+    ``_TASK_BYTES`` of the log's ``log_bytes`` (ranges beyond that share a task: each stage
+    over a small log is then one or two tasks, not eight); with ``parts``, a ``part`` column:
+    the key that sends range ``i`` to partition ``i mod parts`` (see
+    :func:`_partition_keys`)."""
     from pyspark.sql import types as T
 
     fields = [
@@ -253,7 +259,7 @@ def _ranges_frame(spark, ranges, parts: Optional[int] = None):
         fields.append(T.StructField("part", T.IntegerType(), False))
     schema = T.StructType(fields)
     try:
-        tasks = _task_count(spark, len(rows), 4)
+        tasks = _task_count(spark, len(rows), 4, log_bytes)
         return spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), schema)
     except Exception:  # noqa: BLE001 -- Spark Connect has no SparkContext
         return spark.createDataFrame(rows, schema)
@@ -474,7 +480,8 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
                     )
 
     event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
-    ranges = _ranges_frame(spark, event_ranges)
+    log_bytes = _log_bytes(paths)
+    ranges = _ranges_frame(spark, event_ranges, log_bytes)
     events = ranges.mapInArrow(read_slim, slim)
     if kwargs["committed_only"]:
         verdicts, markers = plan.committed(events)
@@ -532,9 +539,8 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     # Each verdict to its range (a table of its own: `ranges` feeds pass 2). The verdicts are
     # small but each range's pass 3 is heavy: an explicit partition count, which adaptive
     # execution keeps (it would merge partitions by their bytes into fewer tasks than cores).
-    log_bytes = sum(os.stat(p).st_size for p in paths)
     parts = _task_count(spark, len(event_ranges), 16, log_bytes)
-    bounds = _ranges_frame(spark, event_ranges, parts).alias("r")
+    bounds = _ranges_frame(spark, event_ranges, log_bytes, parts).alias("r")
     placed = verdicts.alias("v").join(F.broadcast(bounds), in_range)
     placed = placed.select("r.part", "r.i", "r.start", "r.end", *[f"v.{c}" for c in _VERDICT])
     # Grouped by (part, i): the partitioning by `part` already clusters the groups.
@@ -892,7 +898,7 @@ def _facts_frame(spark, paths: List[str], ranges, on_encrypted: str):
                 b = n.range_facts(task_log._native, s, e, on_encrypted)
                 yield _cast(pa.record_batch(b), target)
 
-    return _ranges_frame(spark, ranges).mapInArrow(read_facts, schema)
+    return _ranges_frame(spark, ranges, _log_bytes(paths)).mapInArrow(read_facts, schema)
 
 
 def _check_supplemental_logging(log: LogSet, facts, windowed, start_key, end_key) -> None:
