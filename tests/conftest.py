@@ -382,6 +382,16 @@ FULL_ONLY = {
     "tests/test_spark_format.py::test_a_cursor_option_reads_the_rest[p4k-0.3]": (
         "crash resumes from a cursor the same way"
     ),
+    # p16k is p4k's workload (the same driver, tables and rows) with 16 KiB pages: its pages
+    # and records are compared with the engine's dump, its streams with the CDC API, its
+    # images with the engine's, its replay with the final tables; the typed and by-table
+    # paths read the same rows as p4k's.
+    "tests/test_typed_arrow.py::test_every_table_equals_the_json_stream[p16k]": (
+        "p4k reads every table of the same workload through the same typed path"
+    ),
+    "tests/test_by_table.py::test_parts_replay_to_the_final_tables[p16k]": (
+        "p4k replays the same workload's parts to the same final tables"
+    ),
     # test_parallel_plan.py
     "tests/test_parallel_plan.py::test_ten_times_more_ranges_read_the_log_hardly_more[p4k-300]": (
         "breadth counts the pages of 10x more ranges the same way"

@@ -7,6 +7,7 @@ fixture, with ranges smaller than the largest transactions."""
 from __future__ import annotations
 
 import json
+import random
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -14,7 +15,7 @@ import pytest
 from test_spark import CHANGE_FIXTURES, ORDER, local_as_spark, small_split
 
 import walcdc
-from conftest import fixture_dir
+from conftest import fixture_dir, tiered
 
 
 def load(spark, d, **options):
@@ -136,7 +137,9 @@ def test_pushed_filters_reach_the_tasks():
 
 def test_every_table_and_operation_narrowed_on_spark(spark):
     """Every table of a fixture (partitioned ones, altered ones, DDL rows) and every
-    operation, pushed, against the whole stream filtered; both streams."""
+    operation, pushed, against the whole stream filtered; both streams. (The default tier
+    narrows CUBRID's stream to a seeded sample of the tables: its narrowing is the committed
+    stream's, by the same class OIDs.)"""
     d = fixture_dir("breadth")
     log = walcdc.open_log(d)
     for committed_only in (True, False):
@@ -145,6 +148,8 @@ def test_every_table_and_operation_narrowed_on_spark(spark):
             spark, d, split_bytes=small_split(log) * 8, committed_only=str(committed_only).lower()
         )
         tables = sorted(t for t in pc.unique(whole.column("table")).to_pylist() if t)
+        if not committed_only:
+            tables = tiered(sorted(random.Random(7).sample(tables, 4)), tables)
         for table in tables:
             want = whole.filter(pc.equal(whole.column("table"), table))
             same(want, df.where(f"table = '{table}'"))
