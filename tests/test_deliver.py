@@ -63,7 +63,10 @@ class Receiver:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
+                length = int(self.headers["Content-Length"])
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    return  # the sender died mid-request: no request was made, none answered
                 with outer.lock:
                     outer.seen += 1
                     outer.times.append(time.monotonic())

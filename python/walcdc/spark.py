@@ -394,11 +394,12 @@ def read_changes(
 
     The driver reads volume and page headers, and the few records that write class records (to
     build the catalog once); every other record is read by the tasks, each over its own range
-    of ``split_bytes`` of log. What a range cannot know alone is settled by joins (see
-    ``docs/design.md``): an event belongs to the first end record of its trid after it, changes
-    undone by a partial rollback are removed, the transaction's user and ``txn_seq`` are
-    computed per transaction, and images are decoded with the catalog as of the commit (or, in
-    CUBRID's stream, as of the change with its transaction's own DDL).
+    of ``split_bytes`` of log. The committed stream reads each range once: a task emits the
+    transactions that commit in its range, reading the earlier records of those begun before
+    it back along their chains (see ``docs/design.md``). In CUBRID's stream what a range cannot
+    know alone is settled by joins: an event belongs to the first end record of its trid after
+    it, the transaction's user is its first TRAN_USER, and images are decoded as of the change
+    with its transaction's own DDL.
 
     ``cursor``: resume after an earlier run (a :class:`walcdc.Cursor`, or the path of a saved
     one), exactly as the local stream does; :func:`end_cursor` gives the cursor where a run
@@ -456,6 +457,49 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     def versions_bytes() -> bytes:
         return versions_shared.value if versions_shared is not None else versions
 
+    if typed is not None:
+        result_arrow = pa.schema(native.table_changes_schema(typed))
+    else:
+        result_arrow = pa.schema(native.changes_schema())
+    result = spark_schema(result_arrow)
+    result_target = _spark_arrow_schema(spark, result)
+    event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
+    log_bytes = _log_bytes(paths)
+
+    if kwargs["committed_only"]:
+        # One read per range: each task emits the transactions that commit in its ranges.
+        first_skipped = None
+        if skip is not None and skip[1]:
+            first_skipped = plan.first_commit_after(skip[0])
+        last_commit, _, position = skip if skip is not None else (None, 0, None)
+
+        def read_ranges(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import walcdc
+            import walcdc._native as n
+
+            task_log = walcdc.open_log(paths)
+            task_options = task_log._native.change_options(**kwargs)
+            v = versions_bytes()
+            for t in tasks:
+                for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):
+                    holds = first_skipped is not None and (s is None or s <= first_skipped)
+                    holds = holds and (e is None or first_skipped < e)
+                    batches = n.range_changes(
+                        task_log._native,
+                        task_options,
+                        v,
+                        s,
+                        e,
+                        skip_commits_upto=last_commit,
+                        skip_before=position,
+                        skip_events=skip[1] if holds else 0,
+                        columns=typed,
+                    )
+                    for b in batches:
+                        yield _cast(pa.record_batch(b), result_target)
+
+        return _ranges_frame(spark, event_ranges, log_bytes).mapInArrow(read_ranges, result)
+
     carrier_arrow = pa.schema(native.carrier_events_schema())
     columns = [f.name for f in carrier_arrow]
     slim = spark_schema(pa.schema([carrier_arrow.field("lsa"), carrier_arrow.field("trid")]))
@@ -479,21 +523,9 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
                         pa.record_batch([b["lsa"], b["trid"]], ["lsa", "trid"]), slim_target
                     )
 
-    event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
-    log_bytes = _log_bytes(paths)
     ranges = _ranges_frame(spark, event_ranges, log_bytes)
     events = ranges.mapInArrow(read_slim, slim)
-    if kwargs["committed_only"]:
-        verdicts, markers = plan.committed(events)
-    else:
-        verdicts, markers = plan.engine(events)
-
-    if typed is not None:
-        result_arrow = pa.schema(native.table_changes_schema(typed))
-    else:
-        result_arrow = pa.schema(native.changes_schema())
-    result = spark_schema(result_arrow)
-    result_target = _spark_arrow_schema(spark, result)
+    verdicts, markers = plan.engine(events)
     decided = [c for c in _VERDICT if c != "trid"]
 
     verdict_arrow = pa.schema([carrier_arrow.field(c) for c in decided])

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use walcdc_core::catalog::CatalogCheckpoint;
-use walcdc_core::changes::ChangeOptions;
+use walcdc_core::changes::{ChangeOptions, ChangeReader, RangeSpec};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, DecidedEvents, RangeEvents};
 use walcdc_core::parallel_arrow::{
@@ -21,6 +21,7 @@ use crate::arrow::{import_batch, Batch, Schema};
 use crate::conversion::{key_to_lsa, parse_option, table_columns};
 use crate::error::to_py;
 use crate::logset::{PyChangeOptions, PyLogSet};
+use crate::streams::ChangeBatches;
 
 /// The facts of the records in `[start, end)`, one batch.
 #[pyfunction]
@@ -103,8 +104,20 @@ pub(crate) fn checkpoint_info(py: Python<'_>, checkpoint: &[u8]) -> PyResult<(u6
     Ok((cp.at.to_key(), cp.open_trids()))
 }
 
+/// The catalog versions of the last bytes read back: a task reads one plan's versions for
+/// range after range (compared byte for byte: no hash can pass off another plan's).
+static LAST_VERSIONS: std::sync::Mutex<Option<(Vec<u8>, Arc<CatalogVersions>)>> = std::sync::Mutex::new(None);
+
 fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>> {
-    CatalogVersions::from_bytes(bytes).map(Arc::new).map_err(|e| to_py(py, e))
+    let mut last = LAST_VERSIONS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((kept, v)) = last.as_ref() {
+        if kept.as_slice() == bytes {
+            return Ok(v.clone());
+        }
+    }
+    let v = CatalogVersions::from_bytes(bytes).map(Arc::new).map_err(|e| to_py(py, e))?;
+    *last = Some((bytes.to_vec(), v.clone()));
+    Ok(v)
 }
 
 /// A batch of events ends at this much image data (or at its row count).
@@ -254,6 +267,44 @@ pub(crate) fn decided_events(
         .map_err(|e| to_py(py, e))?;
     let events = DecidedEvents::new(events, verdicts);
     Ok(DecidedBatches { events, versions, opts, builder, batch_size: batch_size.max(1) })
+}
+
+/// The committed events of the transactions that commit in `[start, end)`, read in one walk
+/// of the range (see `walcdc_core::changes::ChangeReader::for_range`): batches of
+/// `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
+/// typed changes. What an earlier run emitted (when the options hold no cursor): the commits
+/// up to `skip_commits_upto`, the markers before `skip_before`, and `skip_events` events of
+/// the first transaction committed after `skip_commits_upto` (for the range holding it).
+#[pyfunction]
+#[pyo3(signature = (log, options, versions, start=None, end=None, skip_commits_upto=None, skip_before=None,
+    skip_events=0, columns=None, batch_size=65536))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn range_changes(
+    py: Python<'_>,
+    log: PyRef<'_, PyLogSet>,
+    options: PyRef<'_, PyChangeOptions>,
+    versions: &[u8],
+    start: Option<u64>,
+    end: Option<u64>,
+    skip_commits_upto: Option<u64>,
+    skip_before: Option<u64>,
+    skip_events: u32,
+    columns: Option<Bound<'_, PyList>>,
+    batch_size: usize,
+) -> PyResult<ChangeBatches> {
+    let versions = versions_from(py, versions)?;
+    let (opts, builder) = finishing(&log, &options, columns.as_ref())?;
+    let range = RangeSpec {
+        start: key_to_lsa(start),
+        end: key_to_lsa(end),
+        versions,
+        skip_commits_upto: key_to_lsa(skip_commits_upto),
+        skip_before: key_to_lsa(skip_before),
+        skip_events,
+    };
+    let set = log.inner.clone();
+    let reader = py.detach(|| ChangeReader::for_range(set, opts, range)).map_err(|e| to_py(py, e))?;
+    Ok(ChangeBatches { reader, builder, splitter: None, batch_size: batch_size.max(1) })
 }
 
 /// Committed events (a carrier batch with commit LSAs and positions set) named and decoded as

@@ -16,6 +16,7 @@ use crate::error::{LogError, Result};
 pub use crate::log::positions::{find_lsa, min_archive_needed};
 use crate::logset::LogSet;
 use crate::lsa::Lsa;
+use crate::parallel::{CatalogAsOf, CatalogVersions};
 use crate::rcvindex::*;
 use crate::record::Record;
 use crate::rectype::*;
@@ -126,6 +127,38 @@ impl ReaderState {
     }
 }
 
+/// One range of a plan, read by [`ChangeReader::for_range`]: the records in `[start, end)`
+/// (record starts; `None`: the stream's start / the log's end), the catalog as of any LSA
+/// (built by the plan from the class-record writes), and what an earlier run emitted (a
+/// cursor's, when the options give none): the commits up to `skip_commits_upto`, the markers
+/// before `skip_before`, and `skip_events` events of the first transaction committed after
+/// `skip_commits_upto` (give those only to the range that holds that commit).
+#[derive(Clone, Default)]
+pub struct RangeSpec {
+    pub start: Option<Lsa>,
+    pub end: Option<Lsa>,
+    pub versions: Arc<CatalogVersions>,
+    pub skip_commits_upto: Option<Lsa>,
+    pub skip_before: Option<Lsa>,
+    pub skip_events: u32,
+}
+
+/// What a range's reader has instead of the catalog learned as the walk goes.
+struct RangeRead {
+    /// The catalog as of the record the walk is at.
+    walk: CatalogAsOf,
+    /// The catalog as of the records read back along a transaction's chain (made when first
+    /// needed: many ranges never read back).
+    chase: Option<CatalogAsOf>,
+    versions: Arc<CatalogVersions>,
+    user: Vec<crate::parallel::UserSchema>,
+    /// The stream's start (where user-given schemas join the catalog).
+    start: Option<Lsa>,
+    /// The stream's first record: the chase never reads before it (the one-pass reader
+    /// started there never saw those records either).
+    floor: Lsa,
+}
+
 /// A committed transaction being emitted: spilled events first, then those in memory.
 struct Emitting {
     commit_lsa: Lsa,
@@ -234,6 +267,8 @@ pub struct ChangeReader {
     walk_start: Lsa,
     /// Runs of records the walk skipped so far (encrypted pages, unplaced records).
     skips_seen: usize,
+    /// Reading one range of a plan (see [`ChangeReader::for_range`]).
+    range: Option<RangeRead>,
 }
 
 /// Checkpoints kept while a transaction stays open (thinned beyond it).
@@ -310,7 +345,61 @@ impl ChangeReader {
             supplemental_records: 0,
             suspect_commits: 0,
         };
-        Self::assemble(log, opts, walker, state, skip_events)
+        Self::assemble(log, opts, walker, state, skip_events, None)
+    }
+
+    /// A reader of one range of a plan (committed-only stream): it walks `range` once and
+    /// emits, exactly as the one-pass reader over the whole stream does, the transactions
+    /// that commit in it. Nothing before the range is walked: a transaction begun before it
+    /// has its earlier records read back along its chain of `prev_tranlsa` (random access)
+    /// when it commits in the range, and the catalog in force anywhere comes from
+    /// `range.versions`. `opts.start` (or the cursor's restart point) is the stream's start;
+    /// the plan's ranges cover the stream and each commit lies in one range, so their events,
+    /// in range order, are the stream's.
+    pub fn for_range(log: Arc<LogSet>, mut opts: ChangeOptions, range: RangeSpec) -> Result<ChangeReader> {
+        if !opts.committed_only || opts.follow {
+            return Err(LogError::InvalidArgument {
+                msg: "a range of a plan reads the committed-only stream, not following".into(),
+            });
+        }
+        // The catalog comes from the versions (built from a checkpoint, if need be).
+        opts.checkpoint = None;
+        let (mut skip_commits_upto, mut skip_before) = (range.skip_commits_upto, range.skip_before);
+        if let Some(c) = opts.cursor {
+            c.check(&log, opts.committed_only)?;
+            opts.start = Some(c.restart_lsa);
+            skip_commits_upto = c.last_commit_lsa;
+            skip_before = Some(c.position);
+        }
+        let floor = opts.start.unwrap_or(Lsa::new(log.first_pageid, 0));
+        let skip_events = range.skip_events;
+        let start = range.start.map_or(floor, |s| s.max(floor));
+        let walker = Walker::for_range(log.clone(), Some(start), range.end, opts.on_encrypted)?;
+        let mut walk = CatalogAsOf::new(range.versions.clone(), opts.user_schemas.clone(), opts.start);
+        let catalog = walk.at(start, false).clone();
+        let state = ReaderState {
+            position: start,
+            db_creation: log.db_creation,
+            committed_only: true,
+            catalog,
+            classes: ClassTracker::default(),
+            staging: Staging::default(),
+            txns: TxnMap::default(),
+            last_commit: None,
+            skip_commits_upto,
+            skip_before,
+            supplemental_records: 0,
+            suspect_commits: 0,
+        };
+        let range = RangeRead {
+            walk,
+            chase: None,
+            versions: range.versions,
+            user: opts.user_schemas.clone(),
+            start: opts.start,
+            floor,
+        };
+        Self::assemble(log, opts, walker, state, skip_events, Some(range))
     }
 
     /// A reader that goes on from `state` (see [`ReaderState`]) to `opts.end`; `opts.start`
@@ -336,7 +425,7 @@ impl ChangeReader {
         }
         opts.start = Some(state.position);
         let walker = Walker::checked(log.clone(), Some(state.position), opts.end, opts.on_encrypted)?;
-        Self::assemble(log, opts, walker, state, 0)
+        Self::assemble(log, opts, walker, state, 0, None)
     }
 
     /// The reader over `walker`, knowing what `state` knows; `skip_events` of the first
@@ -347,12 +436,13 @@ impl ChangeReader {
         walker: Walker,
         state: ReaderState,
         skip_events: u32,
+        mut range: Option<RangeRead>,
     ) -> Result<ChangeReader> {
         let walk_start = state.position;
         let mut catalog = state.catalog;
         // Checkpoints hold what the log's class records say: not with user-given schemas,
-        // which join the catalog.
-        let checkpoint_pages = if opts.user_schemas.is_empty() {
+        // which join the catalog; not in a range of a plan, which learns no class records.
+        let checkpoint_pages = if opts.user_schemas.is_empty() && range.is_none() {
             (opts.checkpoint_every / log.page_size.max(1) as u64).clamp(1, i64::MAX as u64) as i64
         } else {
             0
@@ -364,7 +454,10 @@ impl ChangeReader {
                 catalog.add_columns(oid, &name, repid, columns);
             }
         }
-        let catalog_now = Self::catalog_now(&log, &opts, user_schemas)?;
+        let catalog_now = match range.as_mut() {
+            Some(r) => (opts.keys == KeyMode::NameNow && opts.decode).then(|| r.walk.at_end()),
+            None => Self::catalog_now(&log, &opts, user_schemas)?,
+        };
         let walker = if opts.follow { walker.follow() } else { walker };
         let buffered = state.txns.values().map(|t| t.bytes).sum();
         let volume_ids = opts.follow.then(|| {
@@ -402,6 +495,7 @@ impl ChangeReader {
             unknown_tables: Default::default(),
             walk_start,
             skips_seen: 0,
+            range,
         })
     }
 
@@ -466,6 +560,9 @@ impl ChangeReader {
     pub fn state(&self) -> Result<ReaderState> {
         if !self.opts.narrow.is_none() {
             return Err(LogError::InvalidArgument { msg: "a narrowed reader has no state to resume from".into() });
+        }
+        if self.range.is_some() {
+            return Err(LogError::InvalidArgument { msg: "a range of a plan has no state to resume from".into() });
         }
         if self.emitting.is_some() || !self.ready.is_empty() {
             return Err(LogError::InvalidArgument {
@@ -689,7 +786,8 @@ impl ChangeReader {
     /// exists at all. Decided at the end, or early once the evidence is overwhelming.
     fn check_supplemental_logging(&self, at_end: bool) -> Result<()> {
         const EARLY: u64 = 64;
-        if self.stats.supplemental_records > 0 || self.suspect_commits == 0 {
+        // A range alone is no evidence: the plan decides over every range.
+        if self.range.is_some() || self.stats.supplemental_records > 0 || self.suspect_commits == 0 {
             return Ok(());
         }
         if at_end || self.suspect_commits >= EARLY {
@@ -721,14 +819,39 @@ impl ChangeReader {
                 self.stats.restarted_transactions += 1;
             }
         }
-        self.staging.record(&mut self.classes, &self.log, rec)?;
+        let floor = match self.range.as_mut() {
+            Some(r) => {
+                if let Some(c) = r.walk.advance(rec.lsa, false) {
+                    self.catalog = c.clone();
+                }
+                Some(r.floor)
+            }
+            None => {
+                self.staging.record(&mut self.classes, &self.log, rec)?;
+                None
+            }
+        };
         // A transaction first seen in the middle of its chain, whose previous record lies
-        // before the oldest volume, began in an archive that is gone.
+        // before the oldest volume, began in an archive that is gone. In a range of a plan,
+        // one whose previous record lies in the stream before the range is read back when it
+        // ends.
         let oldest = Lsa::new(self.log.first_pageid, 0);
-        let txn = self
-            .txns
-            .entry(rec.trid)
-            .or_insert_with(|| Txn { partial: !fresh && rec.prev_tranlsa < oldest, ..Txn::new(rec.lsa) });
+        self.txns.entry(rec.trid).or_insert_with(|| {
+            let mut t = Txn::new(rec.lsa);
+            if !fresh {
+                match floor {
+                    Some(f) if rec.prev_tranlsa >= f => t.earlier = Some(rec.prev_tranlsa),
+                    _ => t.partial = rec.prev_tranlsa < oldest,
+                }
+            }
+            t
+        });
+        self.apply(rec)
+    }
+
+    /// What a record of an open transaction (in `txns`) does to it.
+    fn apply(&mut self, rec: &Record) -> Result<()> {
+        let txn = self.txns.get_mut(&rec.trid).expect("transaction opened");
         txn.last_lsa = rec.lsa;
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => self.on_supplemental(rec)?,
@@ -824,9 +947,28 @@ impl ChangeReader {
     }
 
     fn on_end(&mut self, rec: &Record, commit: bool) -> Result<()> {
-        self.staging.end(rec.trid, commit, &mut self.catalog);
-        let Some(txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
+        match self.range.as_mut() {
+            Some(r) => {
+                if let Some(c) = r.walk.advance(rec.lsa, true) {
+                    self.catalog = c.clone();
+                }
+            }
+            None => self.staging.end(rec.trid, commit, &mut self.catalog),
+        }
+        let Some(mut txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
         self.buffered -= txn.bytes;
+        if let Some(from) = txn.earlier.take() {
+            // Needed: a commit to emit, or an abort whose marker may be (if it had events).
+            let needed = if commit {
+                self.skip_commits_upto.is_none_or(|s| rec.lsa > s)
+            } else {
+                self.wants(Op::Abort) && self.shown(Op::Abort)
+            };
+            if needed {
+                let earlier = self.read_earlier(rec.trid, from)?;
+                txn = earlier.then(txn).map_err(|e| self.spill_error(&e))?;
+            }
+        }
         if let Some(undo) = txn.pending_undo.filter(|_| !txn.chain_unknown) {
             return Err(LogError::corrupt(
                 &self.log.set_name(),
@@ -987,10 +1129,77 @@ impl ChangeReader {
         LogError::Io { file: "spill file".into(), msg: e.to_string() }
     }
 
+    /// Reading a range of a plan: transaction `trid`'s records from the stream's start up to
+    /// `from` (its record before the range), read back along its chain of `prev_tranlsa` and
+    /// made into the transaction they are, in log order, as the one-pass reader makes them
+    /// (with the catalog as of each record). Reads only those records.
+    fn read_earlier(&mut self, trid: i32, from: Lsa) -> Result<Txn> {
+        let floor = self.range.as_ref().map_or(Lsa::NULL, |r| r.floor);
+        let oldest = Lsa::new(self.log.first_pageid, 0);
+        let corrupt = |log: &LogSet, at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
+        let mut chain = Vec::new();
+        let mut at = from;
+        let mut partial = false;
+        loop {
+            let rec = self.log.record_at(at)?;
+            if rec.trid != trid || matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
+                return Err(corrupt(
+                    &self.log,
+                    at,
+                    format!(
+                        "the chain of transaction {trid}'s records leads here, to a {} of transaction {} \
+                         (a damaged trid or prev_tranlsa)",
+                        rec.type_name(),
+                        rec.trid
+                    ),
+                ));
+            }
+            chain.push(at);
+            let prev = rec.prev_tranlsa;
+            if prev.is_null() {
+                break;
+            }
+            if prev >= at {
+                let msg = format!("its prev_tranlsa {prev} does not lie before it (a damaged link)");
+                return Err(corrupt(&self.log, at, msg));
+            }
+            if prev < floor {
+                partial = prev < oldest;
+                break;
+            }
+            at = prev;
+        }
+        let first = *chain.last().expect("the chain holds `from`");
+        let walk_catalog = std::mem::take(&mut self.catalog);
+        self.txns.insert(trid, Txn { partial, ..Txn::new(first) });
+        let mut replayed = Ok(());
+        for (i, &lsa) in chain.iter().rev().enumerate() {
+            let r = self.range.as_mut().expect("reading a range");
+            let (versions, user, start) = (&r.versions, &r.user, r.start);
+            let chase = r.chase.get_or_insert_with(|| CatalogAsOf::new(versions.clone(), user.clone(), start));
+            if let Some(c) = chase.advance(lsa, false) {
+                self.catalog = c.clone();
+            } else if i == 0 {
+                self.catalog = chase.at(lsa, false).clone();
+            }
+            replayed = self.log.record_at(lsa).and_then(|rec| self.apply(&rec));
+            if replayed.is_err() {
+                break;
+            }
+        }
+        self.catalog = walk_catalog;
+        let txn = self.txns.remove(&trid).expect("inserted above");
+        self.buffered -= txn.bytes;
+        replayed.map(|()| txn)
+    }
+
     fn on_supplemental(&mut self, rec: &Record) -> Result<()> {
         self.stats.supplemental_records += 1;
         let supp = self.extractor.supplement(&self.log, rec)?;
         self.check_undo_pair(rec, &supp)?;
+        if let Some(t) = self.txns.get_mut(&rec.trid) {
+            t.saw_supplement = true;
+        }
         let engine = !self.opts.committed_only;
         match supp {
             Supplement::TranUser(user) => {

@@ -358,12 +358,14 @@ pub struct CatalogAsOf {
     catalog: Catalog,
     next: usize,
     user_added: bool,
+    /// Counts the changes of `catalog` (see [`CatalogAsOf::advance`]).
+    generation: u64,
 }
 
 impl CatalogAsOf {
     pub fn new(versions: Arc<CatalogVersions>, user: Vec<UserSchema>, start: Option<Lsa>) -> Self {
         let catalog = versions.base.clone();
-        CatalogAsOf { versions, user, start, catalog, next: 0, user_added: false }
+        CatalogAsOf { versions, user, start, catalog, next: 0, user_added: false, generation: 0 }
     }
 
     fn add_user(&mut self) {
@@ -373,6 +375,15 @@ impl CatalogAsOf {
             }
         }
         self.user_added = true;
+        self.generation += 1;
+    }
+
+    /// As [`CatalogAsOf::at`], but only a catalog that differs from the one the last call
+    /// left (for a reader that keeps its own copy and replaces it on DDL only).
+    pub fn advance(&mut self, lsa: Lsa, inclusive: bool) -> Option<&Catalog> {
+        let before = self.generation;
+        self.at(lsa, inclusive);
+        (self.generation != before).then_some(&self.catalog)
     }
 
     /// The catalog with the changes committed before `lsa` (`inclusive`: at or before it).
@@ -384,6 +395,7 @@ impl CatalogAsOf {
             self.catalog = versions.base.clone();
             self.next = 0;
             self.user_added = false;
+            self.generation += 1;
         }
         while let Some((c, changes)) = commits.get(self.next).filter(|(c, _)| within(*c)) {
             if !self.user_added && self.start.is_none_or(|s| *c >= s) {
@@ -393,6 +405,7 @@ impl CatalogAsOf {
                 self.catalog.apply(change.clone());
             }
             self.next += 1;
+            self.generation += 1;
         }
         if !self.user_added {
             self.add_user();

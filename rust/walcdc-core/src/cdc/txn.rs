@@ -43,6 +43,13 @@ pub(crate) struct Txn {
     /// that points to it, which CUBRID writes next.
     #[serde(default)]
     pub(crate) pending_undo: Option<Lsa>,
+    /// Reading one range of a plan: the transaction's record before its first one in the
+    /// range, from which its earlier records are read back along its chain when it ends.
+    #[serde(skip)]
+    pub(crate) earlier: Option<Lsa>,
+    /// A supplemental record of this transaction was read (see [`Txn::then`]).
+    #[serde(skip)]
+    pub(crate) saw_supplement: bool,
 }
 
 impl Txn {
@@ -61,7 +68,52 @@ impl Txn {
             partial: false,
             chain_unknown: false,
             pending_undo: None,
+            earlier: None,
+            saw_supplement: false,
         }
+    }
+
+    /// This transaction's records followed by `later`'s, the same transaction's (read back
+    /// along its chain and read forward in a range): one transaction, as a reader that saw
+    /// all its records in order would have made it. Spilled events stay in order: this one's
+    /// events (spilled, then in memory) go to its spill file, followed by `later`'s spilled
+    /// ones; `later`'s events in memory stay in memory.
+    pub(crate) fn then(mut self, mut later: Txn) -> std::io::Result<Txn> {
+        if later.spill.is_some() || self.spill.is_some() {
+            if self.spill.is_none() {
+                let file = tempfile::tempfile()?;
+                self.spill = Some(Spill { file: BufWriter::with_capacity(1 << 20, file), count: 0 });
+            }
+            let spill = self.spill.as_mut().expect("made above");
+            for e in self.events.drain(..) {
+                crate::cdc::spill::write_event(&mut spill.file, &e)?;
+                spill.count += 1;
+            }
+            if let Some(theirs) = later.spill.take() {
+                use std::io::{Seek, Write};
+                let mut file = theirs.file.into_inner().map_err(|e| e.into_error())?;
+                file.seek(std::io::SeekFrom::Start(0))?;
+                std::io::copy(&mut file, &mut spill.file)?;
+                spill.count += theirs.count;
+                spill.file.flush()?;
+            }
+        }
+        self.events.append(&mut later.events);
+        self.last_lsa = later.last_lsa;
+        self.user = self.user.or(later.user);
+        self.bytes += later.bytes;
+        self.undone.append(&mut later.undone);
+        self.mvcc_dml |= later.mvcc_dml;
+        self.committed_with_postpone |= later.committed_with_postpone;
+        self.ignored |= later.ignored;
+        self.chain_unknown |= later.chain_unknown;
+        // A deleted row's image left waiting at the end of the earlier records is the later
+        // records' first supplement's to use.
+        if later.saw_supplement {
+            self.pending_undo = later.pending_undo;
+        }
+        self.saw_supplement |= later.saw_supplement;
+        Ok(self)
     }
 
     pub(crate) fn event_count(&self) -> u64 {
@@ -87,6 +139,8 @@ impl Txn {
             partial: self.partial,
             chain_unknown: self.chain_unknown,
             pending_undo: self.pending_undo,
+            earlier: self.earlier,
+            saw_supplement: self.saw_supplement,
         })
     }
 }
