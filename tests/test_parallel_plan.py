@@ -113,6 +113,19 @@ def test_the_driver_reads_only_the_catalogs_writes(spark):
     # The catalog from those inputs is the one the local reader learns.
     versions, commits = native.catalog_versions(log._native, inputs)
     assert commits == native.catalog_versions(log._native, _all_inputs(facts))[1]
+    # The same inputs from each range reduced where it is read and joined in log order (the
+    # committed stream's plan), ranges of 1 MiB and of 3 pages alike.
+    for split in (1 << 20, 3 * 4096):
+        ranges = log.ranges(split)
+        joins = (
+            inputs
+            if split == 1 << 20
+            else _catalog_inputs(_facts_frame(spark, _volume_paths(log), ranges, "raise"))
+        )
+        reduced = [native.range_catalog(log._native, s, e)[0] for s, e in ranges]
+        # A record's trid is not part of its input (0 from the reduction).
+        want = [(r, t if r else 0, lsa, end) for r, t, lsa, end in joins]
+        assert native.catalog_inputs_of(reduced) == want, split
 
 
 def _all_inputs(facts):

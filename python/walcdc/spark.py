@@ -447,8 +447,25 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
 
     paths = _volume_paths(log)
     _use_driver_python(spark)
-    facts, versions, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
-    _check_supplemental_logging(log, facts, plan.windowed, plan.start_key, plan.end_key)
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    plan = None
+    first_skipped = None
+    if kwargs["committed_only"]:
+        versions, supplemental = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes)
+        # Rare cases the facts settle: a window with no supplemental record (written with
+        # supplemental_log=0?), and a cursor inside a transaction (its first commit after).
+        if not supplemental:
+            facts, _, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+            _check_supplemental_logging(log, facts, plan.windowed, start_key, end_key)
+        if skip is not None and skip[1]:
+            if plan is None:
+                plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)[3]
+            first_skipped = plan.first_commit_after(skip[0])
+    else:
+        facts, versions, _, plan = _facts_and_plan(
+            spark, log, paths, kwargs, skip, seed, split_bytes
+        )
+        _check_supplemental_logging(log, facts, plan.windowed, start_key, end_key)
     try:
         versions_shared = spark.sparkContext.broadcast(versions)
     except Exception:  # noqa: BLE001 -- Spark Connect: ship the bytes with the function
@@ -463,14 +480,11 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
         result_arrow = pa.schema(native.changes_schema())
     result = spark_schema(result_arrow)
     result_target = _spark_arrow_schema(spark, result)
-    event_ranges = _clip(log.ranges(split_bytes), plan.start_key, plan.end_key)
+    event_ranges = _clip(log.ranges(split_bytes), start_key, end_key)
     log_bytes = _log_bytes(paths)
 
     if kwargs["committed_only"]:
         # One read per range: each task emits the transactions that commit in its ranges.
-        first_skipped = None
-        if skip is not None and skip[1]:
-            first_skipped = plan.first_commit_after(skip[0])
         last_commit, _, position = skip if skip is not None else (None, 0, None)
 
         def read_ranges(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -666,6 +680,76 @@ def _facts_and_plan(
             old = _FACTS.popitem(last=False)[1][0]
             old.unpersist()
     return facts, versions, inputs, _Plan(facts, start_key, end_key, kwargs, skip)
+
+
+#: Catalog versions of recent committed reads (as ``_FACTS``).
+_CATALOGS: OrderedDict[tuple, Tuple[bytes, int]] = OrderedDict()
+
+
+def _committed_catalog(spark, log: LogSet, paths: List[str], kwargs: dict, seed, split_bytes):
+    """The catalog versions of a committed read and the supplemental records in its window,
+    from one Spark job: each range reduced where it is read to what the catalog needs
+    (``RangeCatalog``: its DDL transactions' class-record writes, and the writes of the
+    transactions open at its edges), joined on the driver in log order. What the driver holds
+    is bounded by the DDL and the transactions open at range edges, not by the changes."""
+    from pyspark.sql import types as T
+
+    import walcdc._native as native
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    seed_at, seed_trids = native.checkpoint_info(seed) if seed is not None else (None, [])
+    if seed_at is not None and start_key is not None and seed_at > start_key:
+        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
+    # From the beginning of the log (or the cursor's checkpoint); to the end of the log when
+    # keys are the names at its end.
+    whole = kwargs["decode"] and kwargs["keys"] == "name_now"
+    ranges = _clip(log.ranges(split_bytes), seed_at, None if whole else end_key)
+    ranges = _cut(_cut(ranges, start_key), end_key)
+    stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    seed_key = hashlib.sha256(seed).digest() if seed is not None else None
+    key = (_session_key(spark), stats, tuple(ranges), kwargs["on_encrypted"], seed_key)
+    if key in _CATALOGS:
+        _CATALOGS.move_to_end(key)
+        reduced = _CATALOGS[key]
+    else:
+        on_encrypted = kwargs["on_encrypted"]
+        schema = T.StructType(
+            [
+                T.StructField("i", T.IntegerType(), False),
+                T.StructField("catalog", T.BinaryType(), False),
+                T.StructField("supplemental", T.LongType(), False),
+            ]
+        )
+        target = _spark_arrow_schema(spark, schema)
+
+        def reduce(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            import walcdc
+            import walcdc._native as n
+
+            task_log = walcdc.open_log(paths)
+            for t in tasks:
+                rows = zip(*(t.column(c).to_pylist() for c in ("i", "start", "end")))
+                for i, s, e in rows:
+                    catalog, supplemental = n.range_catalog(task_log._native, s, e, on_encrypted)
+                    yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
+
+        frame = _ranges_frame(spark, ranges, _log_bytes(paths)).mapInArrow(reduce, schema)
+        rows = sorted(frame.collect(), key=lambda r: r.i)
+        if [r.i for r in rows] != list(range(len(ranges))):
+            raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
+        inputs = native.catalog_inputs_of([bytes(r.catalog) for r in rows], seed_trids)
+        versions, _ = native.catalog_versions(log._native, inputs, seed)
+        in_window = [
+            r.supplemental
+            for r, (s, _) in zip(rows, ranges)
+            if (start_key is None or (s is not None and s >= start_key))
+            and (end_key is None or s is None or s < end_key)
+        ]
+        reduced = (versions, sum(in_window))
+        _CATALOGS[key] = reduced
+        while len(_CATALOGS) > _FACTS_KEPT:
+            _CATALOGS.popitem(last=False)
+    return reduced
 
 
 class _Plan:

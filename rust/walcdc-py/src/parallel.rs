@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyList};
 use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes::{ChangeOptions, ChangeReader, RangeSpec};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
-use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, DecidedEvents, RangeEvents};
+use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, DecidedEvents, RangeCatalog, RangeEvents};
 use walcdc_core::parallel_arrow::{
     carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch, verdicts_from_batch,
 };
@@ -41,6 +41,50 @@ pub(crate) fn range_facts(
         .map_err(|e| to_py(py, e))?;
     Ok(Batch::new(facts_batch(&facts, range_start)))
 }
+
+/// What the range `[start, end)` tells the catalog's builder (`RangeCatalog`, as bytes) and
+/// how many supplemental records it holds.
+#[pyfunction]
+#[pyo3(signature = (log, start=None, end=None, on_encrypted="raise"))]
+pub(crate) fn range_catalog<'py>(
+    py: Python<'py>,
+    log: PyRef<'_, PyLogSet>,
+    start: Option<u64>,
+    end: Option<u64>,
+    on_encrypted: &str,
+) -> PyResult<(Bound<'py, PyBytes>, u64)> {
+    let policy: OnEncrypted = parse_option(py, on_encrypted)?;
+    let log = log.inner.clone();
+    let summary = py
+        .detach(|| parallel::range_facts(&log, key_to_lsa(start), key_to_lsa(end), policy))
+        .map(|facts| RangeCatalog::from_facts(&facts))
+        .map_err(|e| to_py(py, e))?;
+    Ok((PyBytes::new(py, &summary.to_bytes()), summary.supplemental_records))
+}
+
+/// The catalog's inputs `(restart, trid, lsa, end)` in log order from the ranges' `RangeCatalog`
+/// bytes (in log order, covering their span); `seed_trids`: the transactions with class work
+/// staged at the catalog checkpoint the ranges start at. A record's `trid` is 0.
+#[pyfunction]
+#[pyo3(signature = (ranges, seed_trids=Vec::new()))]
+pub(crate) fn catalog_inputs_of(
+    py: Python<'_>,
+    ranges: Vec<Vec<u8>>,
+    seed_trids: Vec<i32>,
+) -> PyResult<Vec<InputTuple>> {
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
+    let ranges = ranges.map_err(|e| to_py(py, e))?;
+    Ok(parallel::catalog_inputs(&ranges, &seed_trids)
+        .into_iter()
+        .map(|i| match i {
+            CatalogInput::Restart { trid, lsa } => (true, trid, lsa.to_key(), Some(lsa.to_key())),
+            CatalogInput::Record { lsa, end } => (false, 0, lsa.to_key(), end.map(|e| e.to_key())),
+        })
+        .collect())
+}
+
+/// A catalog input as Python holds it: `(restart, trid, lsa, end)`.
+type InputTuple = (bool, i32, u64, Option<u64>);
 
 /// Catalog inputs as Python gives them: `(restart, trid, lsa, end)` in log order.
 fn catalog_inputs(inputs: Vec<(bool, i32, u64, Option<u64>)>) -> Vec<CatalogInput> {

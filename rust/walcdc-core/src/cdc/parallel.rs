@@ -170,7 +170,7 @@ pub fn range_facts(
 }
 
 /// What the catalog builder reads, in log order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CatalogInput {
     /// A record to read by random access: a class-record write, or the end record of a
     /// transaction that made one; `end` is the first start or end record of its trid after it
@@ -187,6 +187,137 @@ impl CatalogInput {
             CatalogInput::Record { lsa: l, .. } | CatalogInput::Restart { lsa: l, .. } => l,
         }
     }
+}
+
+/// What one range tells the catalog's builder, reduced from its facts where it was read: the
+/// class-tracker writes of the transaction instances that begin and end in the range (only
+/// those holding a class-record image, with their end), and, for the instances that cross its
+/// edges, each trid's writes before its first start or end record here (`heads`, with that
+/// record) and after its last one (`tails`). [`catalog_inputs`] joins the ranges in log order:
+/// what reaches the driver is bounded by the DDL and by the transactions open at the edges,
+/// not by the changes. The rules are those of the as-of join (`python/walcdc/spark.py`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RangeCatalog {
+    heads: Vec<Head>,
+    inputs: Vec<CatalogInput>,
+    tails: Vec<(i32, Vec<(Lsa, bool)>)>,
+    /// Supplemental records in the range.
+    pub supplemental_records: u64,
+}
+
+/// A trid's class-tracker writes `(lsa, class_record)` in a range before its first start or
+/// end record there (`marker`: its LSA and whether it starts a transaction; None: the trid
+/// has none in the range).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Head {
+    trid: i32,
+    writes: Vec<(Lsa, bool)>,
+    marker: Option<(Lsa, bool)>,
+}
+
+const RANGE_CATALOG_MAGIC: &[u8; 8] = b"WALCDCRC";
+
+/// The inputs of an instance ending at `marker` (None: still open) with these writes.
+fn instance_inputs(trid: i32, writes: &[(Lsa, bool)], marker: Option<(Lsa, bool)>, out: &mut Vec<CatalogInput>) {
+    let end = marker.map(|(m, _)| m);
+    out.extend(writes.iter().map(|&(lsa, _)| CatalogInput::Record { lsa, end }));
+    match marker {
+        Some((lsa, true)) => out.push(CatalogInput::Restart { trid, lsa }),
+        Some((lsa, false)) => out.push(CatalogInput::Record { lsa, end: Some(lsa) }),
+        None => {}
+    }
+}
+
+impl RangeCatalog {
+    /// The reduction of a range's facts (in log order).
+    pub fn from_facts(facts: &RangeFacts) -> RangeCatalog {
+        let mut out = RangeCatalog { supplemental_records: facts.supplemental_records, ..Default::default() };
+        // Per trid: whether a marker was seen, and the writes since the last one.
+        let mut open: BTreeMap<i32, (bool, Vec<(Lsa, bool)>)> = BTreeMap::new();
+        for f in &facts.facts {
+            match f.kind {
+                FactKind::ClassWrite => open.entry(f.trid).or_default().1.push((f.lsa, f.class_record)),
+                FactKind::Start | FactKind::Commit | FactKind::Abort => {
+                    let marker = Some((f.lsa, f.kind == FactKind::Start));
+                    let (seen, writes) = open.entry(f.trid).or_default();
+                    let writes = std::mem::take(writes);
+                    if !*seen {
+                        *seen = true;
+                        out.heads.push(Head { trid: f.trid, writes, marker });
+                    } else if writes.iter().any(|w| w.1) {
+                        instance_inputs(f.trid, &writes, marker, &mut out.inputs);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (trid, (seen, writes)) in open {
+            if !seen {
+                out.heads.push(Head { trid, writes, marker: None });
+            } else if !writes.is_empty() {
+                out.tails.push((trid, writes));
+            }
+        }
+        out
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = RANGE_CATALOG_MAGIC.to_vec();
+        postcard::to_io(self, &mut out).expect("a range's catalog facts serialize");
+        out
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<RangeCatalog> {
+        let bad = |why: &str| LogError::InvalidArgument { msg: format!("not a walcdc range catalog: {why}") };
+        let body = bytes.strip_prefix(RANGE_CATALOG_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic"))?;
+        let (v, rest) = postcard::take_from_bytes::<RangeCatalog>(body).map_err(|e| bad(&e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(bad("bytes after it"));
+        }
+        Ok(v)
+    }
+}
+
+/// The catalog's inputs from the ranges' reductions, in log order of the ranges (which cover
+/// the facts' span without gaps): what [`CatalogVersions::build_from`] reads. `seed_trids`:
+/// transactions with class work staged at the catalog checkpoint the ranges start at (their
+/// instance is read up to their first start or end record, class-record image or not).
+/// Sorted by LSA, a restart before a record at the same LSA.
+pub fn catalog_inputs(ranges: &[RangeCatalog], seed_trids: &[i32]) -> Vec<CatalogInput> {
+    // Per trid: writes of the instance open so far, and whether it is a seed's.
+    let mut pending: BTreeMap<i32, (Vec<(Lsa, bool)>, bool)> =
+        seed_trids.iter().map(|&t| (t, (Vec::new(), true))).collect();
+    let mut out = Vec::new();
+    for r in ranges {
+        for h in &r.heads {
+            let (mut writes, forced) = pending.remove(&h.trid).unwrap_or_default();
+            writes.extend_from_slice(&h.writes);
+            match h.marker {
+                Some(marker) => {
+                    if forced || writes.iter().any(|w| w.1) {
+                        instance_inputs(h.trid, &writes, Some(marker), &mut out);
+                    }
+                }
+                None => {
+                    pending.insert(h.trid, (writes, forced));
+                }
+            }
+        }
+        out.extend_from_slice(&r.inputs);
+        for (trid, writes) in &r.tails {
+            pending.insert(*trid, (writes.clone(), false));
+        }
+    }
+    for (trid, (writes, forced)) in pending {
+        if forced || writes.iter().any(|w| w.1) {
+            instance_inputs(trid, &writes, None, &mut out);
+        }
+    }
+    out.sort_by_key(|i| match *i {
+        CatalogInput::Restart { lsa, .. } => (lsa, false),
+        CatalogInput::Record { lsa, .. } => (lsa, true),
+    });
+    out
 }
 
 /// The class changes each commit made, in commit order: the catalog as of any LSA, built once
