@@ -716,6 +716,57 @@ mod tests {
     }
 
     #[test]
+    fn ranges_reduced_apart_give_the_inputs_of_the_whole() {
+        let l = |p| Lsa::new(p, 0);
+        let fact = |kind, trid, p, class_record| Fact {
+            kind,
+            trid,
+            lsa: l(p),
+            vol: 0,
+            lo: None,
+            time: None,
+            user: None,
+            class_record,
+        };
+        use FactKind::*;
+        let all = vec![
+            fact(ClassWrite, 5, 1, true), // trid 5: a class-record image, its commit two ranges on
+            fact(ClassWrite, 6, 2, false),
+            fact(Commit, 6, 3, false), // trid 6: no class-record image: not an input
+            fact(ClassWrite, 5, 4, false),
+            fact(Commit, 5, 5, false),
+            fact(Start, 7, 6, false),
+            fact(ClassWrite, 7, 6, true), // the start record itself writes a class record
+            fact(Abort, 7, 7, false),
+            fact(Start, 9, 8, false),     // a seed's first marker: it ends what the seed staged
+            fact(ClassWrite, 8, 9, true), // still open at the end
+        ];
+        let reduce =
+            |facts: &[Fact]| RangeCatalog::from_facts(&RangeFacts { facts: facts.to_vec(), ..Default::default() });
+        let whole = catalog_inputs(&[reduce(&all)], &[9]);
+        let rec = |p, e: Option<i64>| CatalogInput::Record { lsa: l(p), end: e.map(l) };
+        let want = vec![
+            rec(1, Some(5)),
+            rec(4, Some(5)),
+            rec(5, Some(5)),
+            rec(6, Some(7)),
+            rec(7, Some(7)),
+            CatalogInput::Restart { trid: 9, lsa: l(8) },
+            rec(9, None),
+        ];
+        assert_eq!(whole, want);
+        // Every way of cutting the facts into three ranges gives the same inputs.
+        for a in 0..=all.len() {
+            for b in a..=all.len() {
+                let parts = [reduce(&all[..a]), reduce(&all[a..b]), reduce(&all[b..])];
+                let bytes: Vec<_> = parts.iter().map(|p| RangeCatalog::from_bytes(&p.to_bytes()).unwrap()).collect();
+                assert_eq!(catalog_inputs(&bytes, &[9]), want, "cut at {a}, {b}");
+            }
+        }
+        assert!(RangeCatalog::from_bytes(b"WALCDCRC").is_err());
+    }
+
+    #[test]
     fn the_catalog_as_of_an_lsa_has_the_commits_before_it() {
         let versions = Arc::new(CatalogVersions {
             base: Catalog::default(),
