@@ -50,8 +50,10 @@ def test_the_format_equals_the_local_stream(spark, name):
 @pytest.mark.parametrize("name", ["p4k", "breadth", "v11_2"])
 @pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
 def test_a_plan_made_by_spark_gives_the_local_cursors_and_rows(spark, name, committed_only):
-    """``walcdc.spark.source_plan`` finds each range's cursor from the log's facts (no event
-    read): the same cursor fields the local stream leaves at each cut, and the same rows."""
+    """``walcdc.spark.source_plan``: for the committed stream, the window's ranges with the
+    catalog versions (each range is read once); for CUBRID's stream, each range's cursor from
+    the log's facts (no event read): the same cursor fields the local stream leaves at each
+    cut. The same rows either way."""
     from walcdc.changes import Cursor
     from walcdc.spark import source_plan
 
@@ -62,6 +64,11 @@ def test_a_plan_made_by_spark_gives_the_local_cursors_and_rows(spark, name, comm
     plan = json.loads(text)
     parts = plan["parts"]
     assert len(parts) > 10
+    if committed_only:
+        assert plan["versions"] and [(p["start"], p["end"]) for p in parts] == log.ranges(split)
+        want = walcdc.read_changes(log).read_all()
+        same(want, load(spark, d, plan=text))
+        return
     # The local stream stopped at each part's start leaves the cursor the plan holds.
     at = None
     for p in parts[1:]:

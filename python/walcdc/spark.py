@@ -686,70 +686,101 @@ def _facts_and_plan(
 _CATALOGS: OrderedDict[tuple, Tuple[bytes, int]] = OrderedDict()
 
 
-def _committed_catalog(spark, log: LogSet, paths: List[str], kwargs: dict, seed, split_bytes):
+def _committed_catalog(
+    spark, log: LogSet, paths: List[str], kwargs: dict, seed, split_bytes, whole=None
+):
     """The catalog versions of a committed read and the supplemental records in its window,
     from one Spark job: each range reduced where it is read to what the catalog needs
     (``RangeCatalog``: its DDL transactions' class-record writes, and the writes of the
     transactions open at its edges), joined on the driver in log order. What the driver holds
-    is bounded by the DDL and the transactions open at range edges, not by the changes."""
-    from pyspark.sql import types as T
-
-    import walcdc._native as native
-
-    start_key, end_key = kwargs["start"], kwargs["end"]
-    seed_at, seed_trids = native.checkpoint_info(seed) if seed is not None else (None, [])
-    if seed_at is not None and start_key is not None and seed_at > start_key:
-        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
-    # From the beginning of the log (or the cursor's checkpoint); to the end of the log when
-    # keys are the names at its end.
-    whole = kwargs["decode"] and kwargs["keys"] == "name_now"
-    ranges = _clip(log.ranges(split_bytes), seed_at, None if whole else end_key)
-    ranges = _cut(_cut(ranges, start_key), end_key)
+    is bounded by the DDL and the transactions open at range edges, not by the changes.
+    ``whole``: the versions cover the log to its end (by default only with keys that are the
+    names at the end of the log)."""
+    if whole is None:
+        whole = kwargs["decode"] and kwargs["keys"] == "name_now"
+    ranges = _catalog_ranges(log, kwargs, seed, split_bytes, whole)
     stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
     seed_key = hashlib.sha256(seed).digest() if seed is not None else None
     key = (_session_key(spark), stats, tuple(ranges), kwargs["on_encrypted"], seed_key)
     if key in _CATALOGS:
         _CATALOGS.move_to_end(key)
-        reduced = _CATALOGS[key]
-    else:
-        on_encrypted = kwargs["on_encrypted"]
-        schema = T.StructType(
-            [
-                T.StructField("i", T.IntegerType(), False),
-                T.StructField("catalog", T.BinaryType(), False),
-                T.StructField("supplemental", T.LongType(), False),
-            ]
-        )
-        target = _spark_arrow_schema(spark, schema)
-
-        def reduce(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            import walcdc
-            import walcdc._native as n
-
-            task_log = walcdc.open_log(paths)
-            for t in tasks:
-                rows = zip(*(t.column(c).to_pylist() for c in ("i", "start", "end")))
-                for i, s, e in rows:
-                    catalog, supplemental = n.range_catalog(task_log._native, s, e, on_encrypted)
-                    yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
-
-        frame = _ranges_frame(spark, ranges, _log_bytes(paths)).mapInArrow(reduce, schema)
-        rows = sorted(frame.collect(), key=lambda r: r.i)
-        if [r.i for r in rows] != list(range(len(ranges))):
-            raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
-        inputs = native.catalog_inputs_of([bytes(r.catalog) for r in rows], seed_trids)
-        versions, _ = native.catalog_versions(log._native, inputs, seed)
-        in_window = [
-            r.supplemental
-            for r, (s, _) in zip(rows, ranges)
-            if (start_key is None or (s is not None and s >= start_key))
-            and (end_key is None or s is None or s < end_key)
-        ]
-        reduced = (versions, sum(in_window))
-        _CATALOGS[key] = reduced
-        while len(_CATALOGS) > _FACTS_KEPT:
-            _CATALOGS.popitem(last=False)
+        return _CATALOGS[key]
+    on_spark = _reduced_on_spark(spark, paths, ranges, kwargs)
+    reduced = _catalog_of(log, kwargs, seed, ranges, on_spark)
+    _CATALOGS[key] = reduced
+    while len(_CATALOGS) > _FACTS_KEPT:
+        _CATALOGS.popitem(last=False)
     return reduced
+
+
+def _catalog_ranges(log: LogSet, kwargs: dict, seed, split_bytes: int, whole: bool):
+    """The ranges the catalog is read from: from the beginning of the log (or the cursor's
+    checkpoint) to the window's end (``whole``: the log's), cut at the window's edges."""
+    import walcdc._native as native
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    seed_at = native.checkpoint_info(seed)[0] if seed is not None else None
+    if seed_at is not None and start_key is not None and seed_at > start_key:
+        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
+    ranges = _clip(log.ranges(split_bytes), seed_at, None if whole else end_key)
+    return _cut(_cut(ranges, start_key), end_key)
+
+
+def _reduced_on_spark(spark, paths: List[str], ranges, kwargs: dict):
+    """Each range's ``(RangeCatalog bytes, supplemental records)``, in order, from one job."""
+    from pyspark.sql import types as T
+
+    on_encrypted = kwargs["on_encrypted"]
+    schema = T.StructType(
+        [
+            T.StructField("i", T.IntegerType(), False),
+            T.StructField("catalog", T.BinaryType(), False),
+            T.StructField("supplemental", T.LongType(), False),
+        ]
+    )
+    target = _spark_arrow_schema(spark, schema)
+
+    def reduce(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import walcdc
+        import walcdc._native as n
+
+        task_log = walcdc.open_log(paths)
+        for t in tasks:
+            rows = zip(*(t.column(c).to_pylist() for c in ("i", "start", "end")))
+            for i, s, e in rows:
+                catalog, supplemental = n.range_catalog(task_log._native, s, e, on_encrypted)
+                yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
+
+    frame = _ranges_frame(spark, ranges, _log_bytes(paths)).mapInArrow(reduce, schema)
+    rows = sorted(frame.collect(), key=lambda r: r.i)
+    if [r.i for r in rows] != list(range(len(ranges))):
+        raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
+    return [(bytes(r.catalog), r.supplemental) for r in rows]
+
+
+def _reduced_here(log: LogSet, ranges, kwargs: dict):
+    """As :func:`_reduced_on_spark`, read in this process."""
+    import walcdc._native as native
+
+    return [native.range_catalog(log._native, s, e, kwargs["on_encrypted"]) for s, e in ranges]
+
+
+def _catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int]:
+    """The catalog versions from the ranges' reductions, and the supplemental records in the
+    window."""
+    import walcdc._native as native
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
+    inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
+    versions, _ = native.catalog_versions(log._native, inputs, seed)
+    in_window = [
+        n
+        for (_, n), (s, _) in zip(reduced, ranges)
+        if (start_key is None or (s is not None and s >= start_key))
+        and (end_key is None or s is None or s < end_key)
+    ]
+    return versions, sum(in_window)
 
 
 class _Plan:
@@ -1108,6 +1139,12 @@ def source_plan(
         committed_only=committed_only,
         on_encrypted=on_encrypted,
     )
+    if committed_only:
+        paths = _volume_paths(log)
+        catalog = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes, whole=True)
+        plan = _range_plan(log, kwargs, skip, seed, split_bytes, catalog)
+        if plan is not None:
+            return json.dumps(plan)
     bounds = [e for _, e in _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])]
     inputs: list = []
     cursors: list = []
@@ -1122,6 +1159,29 @@ def source_plan(
     parts += [{"at": list(c), "end": e} for c, e in zip(cursors, bounds[1:])]
     engine = not kwargs["committed_only"]
     return json.dumps(_plan_dict(log, engine, kwargs["on_encrypted"], parts, seed, inputs))
+
+
+def _range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, catalog) -> Optional[dict]:
+    """A committed read's data source plan whose parts are the window's ranges, each read once
+    by the range reader (``range_changes``) with the plan's catalog versions (``catalog``:
+    ``(versions, supplemental records in the window)`` covering the log to its end, so that
+    any read option fits). None where the cursor-per-part plan still decides: a window with no
+    supplemental record (the one-pass reader's ``supplemental_log=0`` check) or a cursor
+    inside a transaction."""
+    versions, supplemental = catalog
+    if not supplemental or (skip is not None and skip[1]):
+        return None
+    ranges = _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
+    plan = _plan_dict(
+        log, False, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
+    )
+    plan.update(
+        versions=base64.b64encode(versions).decode(),
+        start=kwargs["start"],
+        skip=None if skip is None else [skip[0], skip[2]],
+        seed=None if seed is None else base64.b64encode(seed).decode(),
+    )
+    return plan
 
 
 def _plan_dict(

@@ -9,12 +9,17 @@ columns)::
     df = spark.read.format("walcdc").load(LOG_DIR)
     df.where("table = 'dba.orders' and op in ('insert', 'update')")
 
-Each partition is one range of the log, read as the local stream resumed from the cursor a run
-ending at the range's start leaves, up to the next range (``docs/design.md``, "The walcdc data
-source"). The cursors come from the ``plan`` option (:func:`walcdc.spark.source_plan`, computed
-on the cluster from the log's facts) or, without it, from one reading of the log where Spark
-plans the read. Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided
-before any image is built); the rows that pass are the whole stream's, ``txn_seq`` included.
+Each partition is one range of the log. Committed stream: the range is read once and gives
+the transactions that commit in it (their records before the range read back along their
+chains), with the catalog versions of the plan, which comes from the ``plan`` option
+(:func:`walcdc.spark.source_plan`, its catalog read by Spark) or, without it, from each range
+reduced to its class-record writes where Spark plans the read. CUBRID's own stream (and a
+committed window with no supplemental record, or resumed inside a transaction): the range is
+read as the local stream resumed from the cursor a run ending at the range's start leaves,
+up to the next range (``docs/design.md``, "The walcdc data source"), the cursors from the plan
+or from one reading of the log where Spark plans the read. Filters on ``table``, ``op`` and
+``user`` are pushed into the tasks (decided before any image is built); the rows that pass are
+the whole stream's, ``txn_seq`` included.
 
 Streaming reads (Structured Streaming over a followed log)::
 
@@ -281,6 +286,9 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
             return  # Spark's one empty partition: the filters select nothing
         plan, spec = partition.plan, partition.spec
         log = walcdc.open_log(plan["paths"])
+        if "versions" in plan:
+            yield from _read_range(log, plan, spec, partition, _spark_arrow(self.schema))
+            return
         options = {**OPTION_DEFAULTS, **partition.options}
         options.update(
             start=spec.get("start"),
@@ -294,6 +302,38 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         for batch in stream:
             if batch.num_rows:
                 yield _cast(batch, target)
+
+
+def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
+    """One range of a plan of ranges, read once: the transactions that commit in it."""
+    import base64
+
+    import walcdc._native as native
+    from walcdc.changes import OPTION_DEFAULTS, _native_options
+    from walcdc.spark import _cast
+
+    options = {**OPTION_DEFAULTS, **partition.options}
+    options.update(start=plan["start"], end=None, cursor=None, on_encrypted=plan["on_encrypted"])
+    narrow = partition.narrow or {}
+    native_options = log._native.change_options(
+        **_native_options(log, **options),
+        narrow_tables=narrow.get("tables"),
+        narrow_ops=narrow.get("ops"),
+    )
+    last_commit, position = plan["skip"] if plan.get("skip") else (None, None)
+    batches = native.range_changes(
+        log._native,
+        native_options,
+        base64.b64decode(plan["versions"]),
+        spec["start"],
+        spec["end"],
+        skip_commits_upto=last_commit,
+        skip_before=position,
+    )
+    for batch in batches:
+        batch = pa.record_batch(batch)
+        if batch.num_rows:
+            yield _cast(batch, target)
 
 
 def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:
@@ -322,6 +362,10 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
     start = None if cursor is not None else options.get("start")
     end = options.get("end")
+    if committed_only:
+        plan = _local_range_plan(log, split, cursor, start, end, on_encrypted)
+        if plan is not None:
+            return plan
     start_key, end_key = position(log, start, "start"), position(log, end, "end")
     if cursor is not None:
         start_key = cursor.restart_lsa
@@ -345,6 +389,27 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
         at = stream.cursor
         parts.append({"cursor": at.to_json(), "end": bounds[i + 1]})
     return _plan_dict(log, not committed_only, on_encrypted, parts)
+
+
+def _local_range_plan(log, split: int, cursor, start, end, on_encrypted: str):
+    """The committed read's plan of ranges each read once (:func:`walcdc.spark._range_plan`),
+    its catalog read here (each range reduced, then joined), or None where the cursor-per-part
+    plan still decides."""
+    from walcdc.changes import OPTION_DEFAULTS
+    from walcdc.spark import (
+        _catalog_of,
+        _catalog_ranges,
+        _checked_options,
+        _range_plan,
+        _reduced_here,
+    )
+
+    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    checked.update(start=start, end=end, cursor=cursor, on_encrypted=on_encrypted, decode=False)
+    kwargs, skip, seed = _checked_options(log, **checked)
+    ranges = _catalog_ranges(log, kwargs, seed, split, whole=True)
+    catalog = _catalog_of(log, kwargs, seed, ranges, _reduced_here(log, ranges, kwargs))
+    return _range_plan(log, kwargs, skip, seed, split, catalog)
 
 
 def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):
@@ -372,6 +437,10 @@ def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):
 def _last_catalog(log, plan: Dict[str, Any]) -> Optional[bytes]:
     """A catalog checkpoint as late in the plan as there is (table names resolve from it and
     the class records after it)."""
+    if "versions" in plan:  # a plan of ranges: the cursor's checkpoint it starts from, if any
+        import base64
+
+        return base64.b64decode(plan["seed"]) if plan.get("seed") else None
     last = _part_cursor(log, plan, plan["parts"][-1])
     return None if last is None else last.catalog
 
