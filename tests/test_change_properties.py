@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import walcdc
+from conftest import tiered
 from walcdc.testing import LogWriter, Workload, cdc_oid, heap_row
 
 CLASSES = [cdc_oid(0, 229, 1), cdc_oid(0, 229, 2)]
@@ -115,7 +116,7 @@ def model_rows(committed):
 
 
 @settings(
-    max_examples=120,
+    max_examples=tiered(60, 120),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -170,7 +171,7 @@ def test_committed_stream_equals_model_and_resumes_exactly(spec, data):
 
 
 @settings(
-    max_examples=40,
+    max_examples=tiered(20, 40),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

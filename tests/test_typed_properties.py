@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from test_typed_arrow import compare_table
 
 import walcdc
+from conftest import tiered
 from walcdc.testing import (
     LogWriter,
     Table,
@@ -472,7 +473,7 @@ def run(spec, data, directory):
 
 
 @settings(
-    max_examples=50,
+    max_examples=tiered(25, 50),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
