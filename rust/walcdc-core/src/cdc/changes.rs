@@ -74,6 +74,31 @@ const STATE_MAGIC: &[u8; 8] = b"WALCDCRS";
 const STATE_VERSION: u16 = 2;
 
 impl ReaderState {
+    /// What a reader starting at `position` knows: the catalog there, no open transaction.
+    fn at_start(
+        log: &LogSet,
+        position: Lsa,
+        committed_only: bool,
+        catalog: Catalog,
+        skip_commits_upto: Option<Lsa>,
+        skip_before: Option<Lsa>,
+    ) -> ReaderState {
+        ReaderState {
+            position,
+            db_creation: log.db_creation,
+            committed_only,
+            catalog,
+            classes: ClassTracker::default(),
+            staging: Staging::default(),
+            txns: TxnMap::default(),
+            last_commit: None,
+            skip_commits_upto,
+            skip_before,
+            supplemental_records: 0,
+            suspect_commits: 0,
+        }
+    }
+
     /// The state as bytes (to ship to another process, or keep beside a cursor).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.buffered_events() * 64);
@@ -331,20 +356,10 @@ impl ChangeReader {
             }
             _ => (Catalog::default(), ClassTracker::default(), Staging::default()),
         };
-        let state = ReaderState {
-            position: opts.start.unwrap_or(Lsa::new(log.first_pageid, 0)),
-            db_creation: log.db_creation,
-            committed_only: opts.committed_only,
-            catalog,
-            classes,
-            staging,
-            txns: TxnMap::default(),
-            last_commit: None,
-            skip_commits_upto,
-            skip_before,
-            supplemental_records: 0,
-            suspect_commits: 0,
-        };
+        let position = opts.start.unwrap_or(Lsa::new(log.first_pageid, 0));
+        let mut state =
+            ReaderState::at_start(&log, position, opts.committed_only, catalog, skip_commits_upto, skip_before);
+        (state.classes, state.staging) = (classes, staging);
         Self::assemble(log, opts, walker, state, skip_events, None)
     }
 
@@ -377,20 +392,7 @@ impl ChangeReader {
         let walker = Walker::for_range(log.clone(), Some(start), range.end, opts.on_encrypted)?;
         let mut walk = CatalogAsOf::new(range.versions.clone(), opts.user_schemas.clone(), opts.start);
         let catalog = walk.at(start, false).clone();
-        let state = ReaderState {
-            position: start,
-            db_creation: log.db_creation,
-            committed_only: true,
-            catalog,
-            classes: ClassTracker::default(),
-            staging: Staging::default(),
-            txns: TxnMap::default(),
-            last_commit: None,
-            skip_commits_upto,
-            skip_before,
-            supplemental_records: 0,
-            suspect_commits: 0,
-        };
+        let state = ReaderState::at_start(&log, start, true, catalog, skip_commits_upto, skip_before);
         let range = RangeRead {
             walk,
             chase: None,
