@@ -95,10 +95,11 @@ def test_a_verdict_with_no_event_at_its_lsa_is_an_error_not_a_lost_row():
     assert caught.value.file
 
 
-def test_the_driver_reads_only_the_catalogs_writes(spark):
+@pytest.mark.parametrize("name", tiered(["v11_2"], ["v11_2", "p4k"]))
+def test_the_driver_reads_only_the_catalogs_writes(spark, name):
     from walcdc.spark import _catalog_inputs, _facts_frame, _volume_paths
 
-    log = walcdc.open_log(fixture_dir("p4k"))
+    log = walcdc.open_log(fixture_dir(name))
     facts_df = _facts_frame(spark, _volume_paths(log), log.ranges(1 << 20), "raise")
     inputs = _catalog_inputs(facts_df)
     facts = pa.record_batch(native.range_facts(log._native)).to_pylist()
@@ -109,7 +110,7 @@ def test_the_driver_reads_only_the_catalogs_writes(spark):
     classish = {f["lsa"] for f in writes if f["class_record"]}
     assert classish <= {lsa for _, _, lsa, _ in inputs}
     assert len(inputs) <= len(writes) + len(ends)
-    assert len(inputs) < records / 50, (len(inputs), records)
+    assert len(inputs) < records / 40, (len(inputs), records)  # v11_2: 2.0%, p4k: < 0.8%
     # The catalog from those inputs is the one the local reader learns.
     versions, commits = native.catalog_versions(log._native, inputs)
     assert commits == native.catalog_versions(log._native, _all_inputs(facts))[1]
