@@ -66,6 +66,9 @@ NOT_RUN = {
     "pip install . && walcdc inspect --sample --stats": "installs the package",
     "bash .ci/test-all": "runs every test",
     "pip install '.[bench,spark]'": "installs the benchmarks and generates gigabytes",
+    "python -m venv walcdc-env && walcdc-env/bin/pip install walcdc pyarrow venv-pack": (
+        "installs from PyPI and packs an environment"
+    ),
 }
 SH = [(line, code) for line, code in blocks("sh") if code.splitlines()[0] not in NOT_RUN]
 
