@@ -437,12 +437,19 @@ def pytest_collection_modifyitems(config, items):
     # Every Spark test runs in one worker, with the one session (pytest-xdist --dist
     # loadgroup), and they come first: that worker starts on them while the others share the
     # rest, instead of one worker starting the longest unit last.
+    # Other groups (the standalone cluster's) come next, for the same reason.
     spark = [i for i in items if "spark" in getattr(i, "fixturenames", ())]
     for item in spark:
         item.add_marker(pytest.mark.xdist_group("spark"))
-    if spark:
-        chosen = set(map(id, spark))
-        items[:] = spark + [i for i in items if id(i) not in chosen]
+    in_spark = set(map(id, spark))
+    grouped = spark + [
+        i
+        for i in items
+        if id(i) not in in_spark and i.get_closest_marker("xdist_group") is not None
+    ]
+    if grouped:
+        chosen = set(map(id, grouped))
+        items[:] = grouped + [i for i in items if id(i) not in chosen]
     if FULL_TIER:
         for item in items:  # -m full selects every test
             item.add_marker(pytest.mark.full)

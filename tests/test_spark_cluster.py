@@ -20,9 +20,9 @@ from conftest import assert_same_rows, fixture_dir
 from spark_cluster import StandaloneCluster, loopback_env
 
 HERE = Path(__file__).resolve().parent
-# The cluster's processes share the Spark worker of the test run (its other tests' JVM is idle
-# meanwhile): two Spark applications at once would crowd two cores.
-pytestmark = pytest.mark.xdist_group("spark")
+# One pytest-xdist worker runs the cluster (started once for the module) while another runs the
+# local session's tests.
+pytestmark = pytest.mark.xdist_group("cluster")
 
 ORDER = [("commit_lsa", "ascending"), ("txn_seq", "ascending"), ("lsa", "ascending")]
 
