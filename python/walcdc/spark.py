@@ -202,6 +202,19 @@ def _task_count(spark, ranges: int, per_core: int, log_bytes: Optional[int] = No
 _TASK_BYTES = 8 << 20
 
 
+def _spans(ranges: List[Tuple[Optional[int], Optional[int]]]):
+    """Adjacent ranges (one's end the next one's start) joined: a task reads its consecutive
+    ranges as one span, so a transaction crossing from one to the next is not read back along
+    its chain at each edge."""
+    spans: List[List[Optional[int]]] = []
+    for s, e in ranges:
+        if spans and spans[-1][1] is not None and spans[-1][1] == s:
+            spans[-1][1] = e
+        else:
+            spans.append([s, e])
+    return [(s, e) for s, e in spans]
+
+
 def _spark_hash(value: int) -> int:
     """Spark's hash of an int column (Murmur3 x86_32 of its four bytes, seed 42), signed:
     ``repartition(n, col)`` puts a row in partition ``hash mod n``."""
@@ -494,23 +507,27 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
             task_log = walcdc.open_log(paths)
             task_options = task_log._native.change_options(**kwargs)
             v = versions_bytes()
-            for t in tasks:
-                for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):
-                    holds = first_skipped is not None and (s is None or s <= first_skipped)
-                    holds = holds and (e is None or first_skipped < e)
-                    batches = n.range_changes(
-                        task_log._native,
-                        task_options,
-                        v,
-                        s,
-                        e,
-                        skip_commits_upto=last_commit,
-                        skip_before=position,
-                        skip_events=skip[1] if holds else 0,
-                        columns=typed,
-                    )
-                    for b in batches:
-                        yield _cast(pa.record_batch(b), result_target)
+            mine = [
+                (s, e)
+                for t in tasks
+                for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist())
+            ]
+            for s, e in _spans(mine):
+                holds = first_skipped is not None and (s is None or s <= first_skipped)
+                holds = holds and (e is None or first_skipped < e)
+                batches = n.range_changes(
+                    task_log._native,
+                    task_options,
+                    v,
+                    s,
+                    e,
+                    skip_commits_upto=last_commit,
+                    skip_before=position,
+                    skip_events=skip[1] if holds else 0,
+                    columns=typed,
+                )
+                for b in batches:
+                    yield _cast(pa.record_batch(b), result_target)
 
         return _ranges_frame(spark, event_ranges, log_bytes).mapInArrow(read_ranges, result)
 
