@@ -24,15 +24,16 @@ HERE = Path(__file__).resolve().parent
 # local session's tests.
 pytestmark = pytest.mark.xdist_group("cluster")
 
+FIXTURE = "v11_2"  # CUBRID 11.2, two volumes
 ORDER = [("commit_lsa", "ascending"), ("txn_seq", "ascending"), ("lsa", "ascending")]
 
 
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory):
-    """One application on the cluster (tests/cluster_job.py) over p4k with ranges of 2 MiB
+    """One application on the cluster (tests/cluster_job.py) over v11_2 with ranges of 1 MiB
     (transactions span ranges, tasks and both executors): its results' directory."""
     pytest.importorskip("pyspark")
-    d = fixture_dir("p4k")
+    d = fixture_dir(FIXTURE)
     out = tmp_path_factory.mktemp("cluster-out")
     with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2) as cluster:
         env = loopback_env()
@@ -42,7 +43,7 @@ def cluster_run(tmp_path_factory):
         )
         r = subprocess.run(
             [sys.executable, str(HERE / "cluster_job.py"), cluster.url, str(d), str(out)]
-            + [str(2 << 20)],
+            + [str(1 << 20)],
             env=env,
             capture_output=True,
             text=True,
@@ -53,8 +54,8 @@ def cluster_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def p4k_committed():
-    return walcdc.read_changes(fixture_dir("p4k")).read_all()
+def committed():
+    return walcdc.read_changes(fixture_dir(FIXTURE)).read_all()
 
 
 def _same(want: pa.Table, out: Path, name: str) -> None:
@@ -72,18 +73,19 @@ def _same(want: pa.Table, out: Path, name: str) -> None:
     assert_same_rows(got.sort_by(ORDER), want.cast(got.schema).sort_by(ORDER), name)
 
 
-def test_reads_on_a_standalone_cluster_equal_the_local_stream(cluster_run, p4k_committed):
-    _same(p4k_committed, cluster_run, "committed")  # walcdc.spark.read_changes
-    _same(p4k_committed, cluster_run, "format")  # spark.read.format("walcdc")
+def test_the_data_source_on_a_standalone_cluster_equals_the_local_stream(cluster_run, committed):
+    _same(committed, cluster_run, "format")  # spark.read.format("walcdc")
 
 
-def test_an_executor_killed_mid_job_changes_nothing(cluster_run, p4k_committed):
-    """One executor JVM is SIGKILLed while both run a task of the read: its task fails, Spark
-    runs it again (on the other executor or on the one its worker starts anew), and the rows
-    are still exactly the local stream's."""
+def test_read_changes_with_an_executor_killed_mid_job_equals_the_local_stream(
+    cluster_run, committed
+):
+    """``walcdc.spark.read_changes`` on the cluster, one executor JVM SIGKILLed while both run a
+    task of the read: its task fails, Spark runs it again (on the other executor or on the one
+    its worker starts anew), and the rows are still exactly the local stream's."""
     seen = json.loads((cluster_run / "kill.json").read_text())
     assert seen, "the job ended before both executors were busy: nothing was killed"
     assert seen["executors"] == 2 and seen["active"] >= 2
     assert seen["completed"] < seen["tasks"], seen
     assert seen["failed"] >= 1, seen  # the killed executor's task
-    _same(p4k_committed, cluster_run, "killed")
+    _same(committed, cluster_run, "killed")

@@ -772,36 +772,19 @@ impl std::fmt::Debug for CatalogCheckpoint {
     }
 }
 
-/// The first bytes of a serialized checkpoint, and its format version.
-const CHECKPOINT_MAGIC: &[u8; 8] = b"WALCDCCK";
-const CHECKPOINT_VERSION: u16 = 1;
+/// A catalog checkpoint's bytes (version 1).
+const CHECKPOINT_BYTES: crate::cdc::framed::Framed =
+    crate::cdc::framed::Framed { magic: b"WALCDCCK", version: 1, what: "a walcdc catalog checkpoint" };
 
 impl CatalogCheckpoint {
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = CHECKPOINT_MAGIC.to_vec();
-        out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
-        // Serializing plain data into a Vec cannot fail.
-        postcard::to_io(self, &mut out).expect("a catalog checkpoint serializes");
-        out
+        CHECKPOINT_BYTES.encode(self, 0)
     }
 
     /// A checkpoint from [`CatalogCheckpoint::to_bytes`]; other bytes are an `InvalidArgument`
     /// error (nothing in them is trusted for an allocation size).
     pub fn from_bytes(bytes: &[u8]) -> Result<CatalogCheckpoint> {
-        let bad = |why: String| crate::error::LogError::InvalidArgument {
-            msg: format!("not a walcdc catalog checkpoint: {why}"),
-        };
-        let body = bytes.strip_prefix(CHECKPOINT_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic".into()))?;
-        let (version, body) = body.split_at_checked(2).ok_or_else(|| bad("truncated".into()))?;
-        let version = u16::from_le_bytes([version[0], version[1]]);
-        if version != CHECKPOINT_VERSION {
-            return Err(bad(format!("format version {version}, this walcdc reads {CHECKPOINT_VERSION}")));
-        }
-        let (cp, rest): (CatalogCheckpoint, &[u8]) = postcard::take_from_bytes(body).map_err(|e| bad(e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(bad(format!("{} bytes after the checkpoint", rest.len())));
-        }
-        Ok(cp)
+        CHECKPOINT_BYTES.decode(bytes)
     }
 
     /// The checkpoint can seed a stream of `log` that starts at `start`.

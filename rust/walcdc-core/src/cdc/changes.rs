@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
 pub use crate::cdc::event::*;
 use crate::cdc::extract::{self, Extractor};
+use crate::cdc::framed::Framed;
 use crate::cdc::spill::{read_event, write_event};
 use crate::cdc::txn::{merge_ranges, undone, Spill, Txn};
 use crate::chase::Image;
@@ -69,9 +70,8 @@ impl Clone for ReaderState {
     }
 }
 
-/// The first bytes of a serialized reader state, and its format version.
-const STATE_MAGIC: &[u8; 8] = b"WALCDCRS";
-const STATE_VERSION: u16 = 2;
+/// A reader state's bytes (version 2).
+const STATE_BYTES: Framed = Framed { magic: b"WALCDCRS", version: 2, what: "a walcdc reader state" };
 
 impl ReaderState {
     /// What a reader starting at `position` knows: the catalog there, no open transaction.
@@ -101,29 +101,13 @@ impl ReaderState {
 
     /// The state as bytes (to ship to another process, or keep beside a cursor).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.buffered_events() * 64);
-        out.extend_from_slice(STATE_MAGIC);
-        out.extend_from_slice(&STATE_VERSION.to_le_bytes());
-        // Serializing plain data into a Vec cannot fail.
-        postcard::to_io(self, &mut out).expect("a reader state serializes");
-        out
+        STATE_BYTES.encode(self, 64 + self.buffered_events() * 64)
     }
 
     /// A state from [`ReaderState::to_bytes`]. Bytes of another kind or version are an
     /// `InvalidArgument` error; nothing in them is trusted for an allocation size.
     pub fn from_bytes(bytes: &[u8]) -> Result<ReaderState> {
-        let bad = |why: String| LogError::InvalidArgument { msg: format!("not a walcdc reader state: {why}") };
-        let body = bytes.strip_prefix(STATE_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic".into()))?;
-        let (version, body) = body.split_at_checked(2).ok_or_else(|| bad("truncated".into()))?;
-        let version = u16::from_le_bytes([version[0], version[1]]);
-        if version != STATE_VERSION {
-            return Err(bad(format!("format version {version}, this walcdc reads {STATE_VERSION}")));
-        }
-        let (mut state, rest): (ReaderState, &[u8]) =
-            postcard::take_from_bytes(body).map_err(|e| bad(e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(bad(format!("{} bytes after the state", rest.len())));
-        }
+        let mut state: ReaderState = STATE_BYTES.decode(bytes)?;
         // Memory accounting is recomputed, not taken from the bytes.
         for t in state.txns.values_mut() {
             t.bytes = t.events.iter().map(Event::weight).sum();

@@ -8,6 +8,7 @@ pub mod changes;
 pub mod chase;
 pub mod event;
 pub mod extract;
+pub mod framed;
 pub mod parallel;
 pub mod redact;
 pub mod spill;

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::catalog::{self, Catalog, CatalogCheckpoint, ClassChange, ClassTracker, Staging, UserColumn};
+use crate::cdc::framed::Framed;
 use crate::changes::{self, ChangeOptions, Event, Op};
 use crate::error::{LogError, Result};
 use crate::extract::Extractor;
@@ -215,7 +216,8 @@ struct Head {
     marker: Option<(Lsa, bool)>,
 }
 
-const RANGE_CATALOG_MAGIC: &[u8; 8] = b"WALCDCRC";
+/// A range's catalog facts as bytes (version 1).
+const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 1, what: "a walcdc range catalog" };
 
 /// The inputs of an instance ending at `marker` (None: still open) with these writes.
 fn instance_inputs(trid: i32, writes: &[(Lsa, bool)], marker: Option<(Lsa, bool)>, out: &mut Vec<CatalogInput>) {
@@ -262,19 +264,11 @@ impl RangeCatalog {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = RANGE_CATALOG_MAGIC.to_vec();
-        postcard::to_io(self, &mut out).expect("a range's catalog facts serialize");
-        out
+        RANGE_CATALOG_BYTES.encode(self, 0)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<RangeCatalog> {
-        let bad = |why: &str| LogError::InvalidArgument { msg: format!("not a walcdc range catalog: {why}") };
-        let body = bytes.strip_prefix(RANGE_CATALOG_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic"))?;
-        let (v, rest) = postcard::take_from_bytes::<RangeCatalog>(body).map_err(|e| bad(&e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(bad("bytes after it"));
-        }
-        Ok(v)
+        RANGE_CATALOG_BYTES.decode(bytes)
     }
 }
 
@@ -335,7 +329,8 @@ pub struct CatalogVersions {
 /// A transaction: its trid and the first start or end record of that trid after its records.
 type TxnKey = (i32, Option<Lsa>);
 
-const VERSIONS_MAGIC: &[u8; 8] = b"WALCDCCV";
+/// Catalog versions as bytes (version 1).
+const VERSIONS_BYTES: Framed = Framed { magic: b"WALCDCCV", version: 1, what: "walcdc catalog versions" };
 
 impl CatalogVersions {
     /// Reads `inputs` (sorted by LSA, a restart before a record at the same LSA) with the class
@@ -460,19 +455,11 @@ impl CatalogVersions {
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = VERSIONS_MAGIC.to_vec();
-        postcard::to_io(self, &mut out).expect("catalog versions serialize");
-        out
+        VERSIONS_BYTES.encode(self, 0)
     }
 
     pub fn from_bytes(bytes: &[u8]) -> Result<CatalogVersions> {
-        let bad = |why: &str| LogError::InvalidArgument { msg: format!("not walcdc catalog versions: {why}") };
-        let body = bytes.strip_prefix(VERSIONS_MAGIC.as_slice()).ok_or_else(|| bad("wrong magic"))?;
-        let (v, rest) = postcard::take_from_bytes::<CatalogVersions>(body).map_err(|e| bad(&e.to_string()))?;
-        if !rest.is_empty() {
-            return Err(bad("bytes after the versions"));
-        }
-        Ok(v)
+        VERSIONS_BYTES.decode(bytes)
     }
 }
 
