@@ -529,6 +529,8 @@ def spark():
         if os.environ.get("CI") or os.environ.get("HYPOTHESIS_PROFILE") == "ci":
             pytest.fail("PySpark is not installed (pip install '.[test]')")
         pytest.skip("PySpark is not installed")
+    from spark_cluster import QUICK_JVM
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     session = (
@@ -541,10 +543,7 @@ def spark():
         # A test session runs hundreds of small jobs and lives minutes: the JVM's quick
         # compiler alone, one GC thread and no whole-stage code generation spend about 40%
         # less CPU than the defaults (made for long jobs on large data) for the same results.
-        .config(
-            "spark.driver.extraJavaOptions",
-            "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC",
-        )
+        .config("spark.driver.extraJavaOptions", QUICK_JVM)
         .config("spark.sql.codegen.wholeStage", "false")
         .getOrCreate()
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from test_spark import ORDER
 
 import walcdc
 from conftest import assert_same_rows, fixture_dir
@@ -25,7 +26,6 @@ HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.xdist_group("cluster")
 
 FIXTURE = "v11_2"  # CUBRID 11.2, two volumes
-ORDER = [("commit_lsa", "ascending"), ("txn_seq", "ascending"), ("lsa", "ascending")]
 
 
 @pytest.fixture(scope="module")
