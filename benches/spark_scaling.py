@@ -8,13 +8,14 @@ session each, JVM warmed by a first run, best of ``--repeat``), every stage writ
 ``noop`` sink so that all of it runs and nothing is collected:
 
   records   read_records: the ranges walked into Arrow, handed to Spark (decode + transfer)
-  facts     the per-range facts of read_changes alone (pass 1)
-  events    the per-range candidate events alone (pass 2: chases, images, Arrow transfer)
-  changes   read_changes: both passes, the joins and the shuffle, decoding (pass 3)
+  catalog   the catalog job of read_changes alone (each range reduced to its class-record
+            writes, joined and read on the driver)
+  changes   read_changes: the catalog, then each range read once (chases, decoding, Arrow
+            transfer)
   engine    read_changes(committed_only=False)
 
 and reports seconds, MB/s of log and the speed-up of N cores over one. ``changes`` minus
-``facts`` and ``events`` is what the joins, the shuffle and the final decoding cost.
+``catalog`` is what the tasks' one read of their ranges costs.
 """
 
 from __future__ import annotations
@@ -34,11 +35,9 @@ sys.path.insert(0, str(HERE))
 def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     """In this process: one session with ``cores`` cores, every case timed."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import pyarrow as pa
     from pyspark.sql import SparkSession
 
     import walcdc
-    import walcdc._native as native
     from walcdc import spark as ws
     from walcdc.changes import OPTION_DEFAULTS
 
@@ -55,36 +54,49 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     log = walcdc.open_log(path)
     split = split_mb << 20
     paths = ws._volume_paths(log)
-    ranges = log.ranges(split)
     options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    kwargs, _, _ = ws._checked_options(log, **{**options, "on_encrypted": "skip"})
+    kwargs, _, seed = ws._checked_options(log, **{**options, "on_encrypted": "skip"})
 
-    def candidate_events():
-        facts = ws._facts_frame(spark, paths, ranges, "skip")
-        versions, _ = native.catalog_versions(log._native, ws._catalog_inputs(facts))
-        carrier = ws.spark_schema(pa.schema(native.carrier_events_schema()))
-        target = ws._spark_arrow_schema(spark, carrier)
+    class Collected:
+        """A job whose result is collected on the driver (the catalog): ``write`` runs it."""
 
-        def read(tasks):
-            import walcdc as w
-            import walcdc._native as n
+        def __init__(self, run):
+            self.run = run
 
-            task_log = w.open_log(paths)
-            options = task_log._native.change_options(**kwargs)
-            for t in tasks:
-                for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):
-                    for b in n.range_events(task_log._native, options, versions, s, e):
-                        yield ws._cast(pa.record_batch(b), target)
+        @property
+        def write(self):
+            return self
 
-        return ws._ranges_frame(spark, ranges).mapInArrow(read, carrier)
+        def format(self, _):
+            return self
+
+        def mode(self, _):
+            return self
+
+        def save(self):
+            ws._CATALOGS.clear()
+            self.run()
+
+    def catalog():
+        return Collected(lambda: ws._committed_catalog(spark, log, paths, kwargs, seed, split))
+
+    def fresh(make):
+        def run():
+            ws._CATALOGS.clear()  # each run builds its catalog, as a first read does
+            return make()
+
+        return run
 
     cases = {
         "records": lambda: ws.read_records(spark, path, on_encrypted="skip", split_bytes=split),
-        "facts": lambda: ws._facts_frame(spark, paths, ranges, "skip"),
-        "events": candidate_events,
-        "changes": lambda: ws.read_changes(spark, path, on_encrypted="skip", split_bytes=split),
-        "engine": lambda: ws.read_changes(
-            spark, path, on_encrypted="skip", split_bytes=split, committed_only=False
+        "catalog": catalog,
+        "changes": fresh(
+            lambda: ws.read_changes(spark, path, on_encrypted="skip", split_bytes=split)
+        ),
+        "engine": fresh(
+            lambda: ws.read_changes(
+                spark, path, on_encrypted="skip", split_bytes=split, committed_only=False
+            )
         ),
     }
     out = {}

@@ -386,14 +386,14 @@ FULL_ONLY = {
         )
         for n in ("p4k", "p16k")
     },
-    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[committed-p4k]": "breadth compares every cursor of both streams",
-    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[engine-p4k]": "breadth compares every cursor of both streams",
-    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[committed-v11_2]": "breadth compares every cursor of both streams",
-    "tests/test_spark_format.py::test_a_plan_made_by_spark_gives_the_local_cursors_and_rows"
-    "[engine-v11_2]": "breadth compares every cursor of both streams",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_reads_each_range_once"
+    "[committed-p4k]": "breadth reads both streams through the same plan",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_reads_each_range_once"
+    "[engine-p4k]": "breadth reads both streams through the same plan",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_reads_each_range_once"
+    "[committed-v11_2]": "breadth reads both streams through the same plan",
+    "tests/test_spark_format.py::test_a_plan_made_by_spark_reads_each_range_once"
+    "[engine-v11_2]": "breadth reads both streams through the same plan",
     "tests/test_spark_format.py::test_a_cursor_option_reads_the_rest[p4k-0.3]": (
         "crash resumes from a cursor the same way"
     ),
@@ -406,10 +406,6 @@ FULL_ONLY = {
     ),
     "tests/test_by_table.py::test_parts_replay_to_the_final_tables[p16k]": (
         "p4k replays the same workload's parts to the same final tables"
-    ),
-    # test_parallel_plan.py
-    "tests/test_parallel_plan.py::test_ten_times_more_ranges_read_the_log_hardly_more[p4k-300]": (
-        "breadth counts the pages of 10x more ranges the same way"
     ),
     # test_cursor_catalog.py
     "tests/test_cursor_catalog.py::test_resuming_from_the_checkpoint_equals_learning_from_the_"

@@ -1,7 +1,6 @@
-"""What the parallel plan (walcdc.spark) costs, measured with the log set's own counters: a
-range's task reads its own pages and reaches earlier ones only by random access (chases); ten
-times more ranges read the log hardly more; the catalog needs only the writes of the
-transactions that changed class records."""
+"""The catalog of the parallel plan (walcdc.spark): the driver needs only the writes of the
+transactions that changed class records, and each range reduced where it is read gives the
+same inputs as the facts' joins. (What a range's task reads: tests/test_range_reader.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import pytest
 import walcdc
 import walcdc._native as native
 from conftest import fixture_dir, tiered
-from walcdc.changes import OPTION_DEFAULTS, _native_options
+from walcdc.changes import OPTION_DEFAULTS
 
 DEFAULTS = OPTION_DEFAULTS
 
@@ -21,78 +20,6 @@ def _versions(log) -> bytes:
     Spark plan collects; the catalog is the same)."""
     facts = pa.record_batch(native.range_facts(log._native)).to_pylist()
     return native.catalog_versions(log._native, _all_inputs(facts))[0]
-
-
-def _verdicts(lsas) -> pa.RecordBatch:
-    """Verdicts emitting the events at ``lsas`` (as committed at their own LSA)."""
-    n = len(lsas)
-    return pa.record_batch(
-        {
-            "lsa": pa.array(lsas, pa.int64()),
-            "user": pa.array(["DBA"] * n),
-            "commit_lsa": pa.array(lsas, pa.int64()),
-            "commit_time": pa.array([0] * n, pa.int64()),
-            "txn_seq": pa.array(range(n), pa.int64()),
-            "end_lsa": pa.array([None] * n, pa.int64()),
-        }
-    )
-
-
-def _run_tasks(log, pages_per_range: int):
-    """Runs each range's three task steps (facts, candidate events, the decided events read
-    again with their images) as Spark would, counting the pages each fetches. Returns (pages
-    fetched in all, ranges)."""
-    options = log._native.change_options(**_native_options(log, **DEFAULTS))
-    versions = _versions(log)
-    ranges = log.ranges(pages_per_range * log.header()["page_size"])
-    total = 0
-    for start, end in ranges:
-        log._native.watch_below(1 << 40)  # every page fetched from here on
-        reads = log._native.random_reads()
-        native.range_facts(log._native, start, end)
-        lsas = []
-        for b in native.range_events(log._native, options, versions, start, end):
-            lsas += pa.record_batch(b).column("lsa").to_pylist()
-        decided = native.decided_events(log._native, options, versions, _verdicts(lsas), start, end)
-        assert sum(pa.record_batch(b).num_rows for b in decided) == len(lsas)
-        pages = log._native.watched_pages()
-        reads = log._native.random_reads() - reads
-        first_page = start >> 16 if start is not None else -1
-        before = [p for p in pages if p < first_page]
-        # Nothing before the range but what random access (chases) reached: never a walk.
-        assert len(before) <= reads, (start, end, len(before), reads)
-        total += len(pages)
-    return total, len(ranges)
-
-
-@pytest.mark.parametrize("name,pages", [("breadth", 30), ("p4k", 300)])
-def test_ten_times_more_ranges_read_the_log_hardly_more(name, pages):
-    log = walcdc.open_log(fixture_dir(name))
-    coarse, n_coarse = _run_tasks(log, pages)
-    fine, n_fine = _run_tasks(log, pages // 10)
-    assert n_fine >= 8 * n_coarse
-    # Pages at range edges are fetched twice and chases reach across more edges: a few
-    # percent (measured: breadth 886 -> 1,098 pages with 3-page ranges; p4k 15,478 -> 15,953).
-    assert fine <= 1.3 * coarse, (coarse, fine)
-
-
-def test_a_verdict_with_no_event_at_its_lsa_is_an_error_not_a_lost_row():
-    log = walcdc.open_log(fixture_dir("breadth"))
-    options = log._native.change_options(**_native_options(log, **DEFAULTS))
-    versions = _versions(log)
-    records = log.records().read_all()
-    events = pa.concat_batches(
-        [pa.record_batch(b) for b in native.range_events(log._native, options, versions)]
-    ).column("lsa")
-    first = events[0].as_py()
-    # A record that is no change event (the one before the first event's).
-    lsas = records.column("lsa").to_pylist()
-    other = lsas[lsas.index(first) - 1]
-    with pytest.raises(walcdc.CorruptRecordError) as caught:
-        for _ in native.decided_events(log._native, options, versions, _verdicts([other, first])):
-            pass
-    assert caught.value.lsa == other and "did the log change" in str(caught.value)
-    assert caught.value.file
 
 
 @pytest.mark.parametrize("name", tiered(["v11_2"], ["v11_2", "p4k"]))

@@ -76,6 +76,7 @@ def _option_cases(all_events):
     return {
         "start": dict(start=lsas[len(lsas) // 2]),
         "tables": dict(tables=tables[:2]),
+        "users": dict(users=sorted(set(all_events.column("user").to_pylist()) - {None})[:1]),
         "ops": dict(ops=["delete", "commit", "abort"]),
         "mode": dict(mode="before"),
         "keys": dict(keys="name_now"),
@@ -85,10 +86,13 @@ def _option_cases(all_events):
     }
 
 
-@pytest.mark.parametrize("case", ["start", "tables", "ops", "mode", "keys", "decode", "spill"])
-def test_options_read_by_range_equal_the_local_stream(options_log, case):
+@pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
+@pytest.mark.parametrize(
+    "case", ["start", "tables", "users", "ops", "mode", "keys", "decode", "spill"]
+)
+def test_options_read_by_range_equal_the_local_stream(options_log, case, committed_only):
     log, versions, all_events = options_log
-    options = _option_cases(all_events)[case]
+    options = {**_option_cases(all_events)[case], "committed_only": committed_only}
     want = walcdc.read_changes(log, **options).read_all()
     assert want.num_rows
     for pages in (7, 1 << 20):
@@ -140,12 +144,13 @@ def test_a_tables_typed_changes_read_by_range_equal_the_local_ones(options_log):
         assert_same_rows(got, want, f"{table}, ranges of {pages} pages")
 
 
-def _pages_of(log, versions, spans):
+def _pages_of(log, versions, spans, committed_only=True):
     """Reads each ``(start, end)`` span once with the range reader, counting the pages each
     read fetches. Checks on the way that a read reaches before its span only by random access
     (a transaction's chain read back, an image chased), never by a walk, and past its end only
     for the record that crosses it. Returns the pages fetched in all."""
-    options = log._native.change_options(**_native_options(log, **OPTION_DEFAULTS))
+    opts = {**OPTION_DEFAULTS, "committed_only": committed_only}
+    options = log._native.change_options(**_native_options(log, **opts))
     total = 0
     for start, end in spans:
         log._native.watch_below(1 << 40)  # every page fetched from here on
@@ -174,27 +179,68 @@ def _task_spans(ranges, tasks: int):
     ]
 
 
+@pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
 @pytest.mark.parametrize("name", tiered(["breadth", "v11_2"], ["breadth", "v11_2", "p4k"]))
-def test_tasks_read_their_ranges_once_and_ten_times_more_ranges_hardly_more(name):
+def test_tasks_read_their_ranges_once_and_ten_times_more_ranges_hardly_more(name, committed_only):
     """Each range's read reaches before it only by random access (the chains of transactions
-    that commit in it, chased images), never by a walk; a task reads its consecutive ranges as
-    one span, so ten times more ranges over the same tasks add only what moves with the task
-    edges. Measured, pages fetched (one pass; four tasks over ranges of used/40 pages; over
-    ranges ten times smaller): breadth 863, 1,164, 1,158; v11_2 5,239, 6,968, 6,982; p4k
-    15,424, 22,244, 22,257. Read one range per task instead, ten times more ranges cost
-    13-35% more (p4k 8 -> 76 ranges: 20,779 -> 23,624 pages): a transaction crossing an edge
-    is read again from where it began."""
+    that commit in it, or in CUBRID's stream that change or end in it; chased images), never by
+    a walk; a task reads its consecutive ranges as one span, so ten times more ranges over the
+    same tasks add only what moves with the task edges. Measured, pages fetched (one pass; four
+    tasks over ranges of used/40 pages; over ranges ten times smaller), committed stream:
+    breadth 863, 1,164, 1,158; v11_2 5,239, 6,968, 6,982; p4k 15,424, 22,244, 22,257; CUBRID's
+    stream: breadth the same; v11_2 5,239, 7,401, 7,415; p4k 15,424, 25,228, 25,230. Read one
+    range per task instead, ten times more ranges cost 13-35% more (committed, p4k 8 -> 76
+    ranges: 20,779 -> 23,624 pages): a transaction crossing an edge is read again from where
+    it began."""
     log = walcdc.open_log(fixture_dir(name))
     versions = _versions(log)
-    one_pass = _pages_of(log, versions, [(None, None)])
+    one_pass = _pages_of(log, versions, [(None, None)], committed_only)
     used = one_pass  # pages holding records: the one-pass read's
     coarse_pages = max(3, used // 40)
     coarse = log.ranges(coarse_pages * log.header()["page_size"])
     fine = log.ranges(coarse_pages // 10 * log.header()["page_size"])
     assert len(fine) >= 8 * len(coarse)
     # Every range read on its own: no walk before any of them.
-    _pages_of(log, versions, fine)
+    _pages_of(log, versions, fine, committed_only)
     tasks = 4
-    by_coarse = _pages_of(log, versions, _task_spans(coarse, tasks))
-    by_fine = _pages_of(log, versions, _task_spans(fine, tasks))
+    by_coarse = _pages_of(log, versions, _task_spans(coarse, tasks), committed_only)
+    by_fine = _pages_of(log, versions, _task_spans(fine, tasks), committed_only)
     assert by_fine <= 1.05 * by_coarse, (one_pass, by_coarse, by_fine)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_cubrids_own_stream_read_by_range_equals_the_local_one(name):
+    """CUBRID's stream emits each change where it lies: a range emits its own, learning the
+    user of a transaction begun before it from that transaction's chain (its first TRAN_USER),
+    and decodes with the transaction's own DDL from the catalog versions."""
+    log = walcdc.open_log(fixture_dir(name))
+    on_encrypted = "skip" if name == "tde" else "raise"
+    want = walcdc.read_changes(log, committed_only=False, on_encrypted=on_encrypted).read_all()
+    assert want.num_rows
+    versions = _versions(log, on_encrypted)
+    small = [64] if name == "p4k" else [7]
+    for pages in tiered(small, [3, 7, 64, 1 << 20]):
+        got = read_ranges(log, pages, versions, committed_only=False, on_encrypted=on_encrypted)
+        assert_same_rows(got, want, f"{name}, ranges of {pages} pages")
+
+
+@pytest.mark.parametrize("name", tiered(["breadth"], ["breadth", "v11_2"]))
+def test_cubrids_own_stream_resumed_by_range_from_a_cursor(name):
+    """Every range drops what the earlier run emitted (the events and markers before its
+    position) and learns the users of transactions open at the restart point."""
+    log = walcdc.open_log(fixture_dir(name))
+    versions = _versions(log)
+    total = walcdc.read_changes(log, committed_only=False).read_all().num_rows
+    for cut in (total // 3, 2 * total // 3 - 1):
+        stream = walcdc.read_changes(log, committed_only=False, batch_size=7)
+        seen = 0
+        for batch in stream:
+            seen += batch.num_rows
+            if seen >= cut:
+                break
+        cursor = stream.cursor
+        want = walcdc.read_changes(log, committed_only=False, cursor=cursor).read_all()
+        assert want.num_rows
+        for pages in (7, 1 << 20):
+            got = read_ranges(log, pages, versions, committed_only=False, cursor=cursor)
+            assert_same_rows(got, want, f"{name}, cut {cut}, ranges of {pages} pages")

@@ -281,8 +281,6 @@ def _ranges_frame(spark, ranges, log_bytes: int, parts: Optional[int] = None):
 # Kinds of the facts a range reports (walcdc_core::parallel::FactKind), and its counts row.
 _START, _COMMIT, _ABORT, _UNDONE, _USER, _CLASS_WRITE, _MVCC_DML, _TIMER, _FIRST = range(9)
 _COUNTS = 15
-# Operation numbers of the carrier batches (walcdc_core Op::ALL).
-_OP_COMMIT, _OP_ABORT, _OP_TIMER = 4, 5, 6
 
 
 def _cut(
@@ -407,18 +405,16 @@ def read_changes(
 
     The driver reads volume and page headers, and the few records that write class records (to
     build the catalog once); every other record is read by the tasks, each over its own range
-    of ``split_bytes`` of log. The committed stream reads each range once: a task emits the
-    transactions that commit in its range, reading the earlier records of those begun before
-    it back along their chains (see ``docs/design.md``). In CUBRID's stream what a range cannot
-    know alone is settled by joins: an event belongs to the first end record of its trid after
-    it, the transaction's user is its first TRAN_USER, and images are decoded as of the change
-    with its transaction's own DDL.
+    of ``split_bytes`` of log, once. A task emits, in the committed stream, the transactions
+    that commit in its range, and in CUBRID's stream the changes and markers that lie in it;
+    what a transaction begun before the range needs from its earlier records (its events, its
+    user) is read back along its chain (see ``docs/design.md``).
 
     ``cursor``: resume after an earlier run (a :class:`walcdc.Cursor`, or the path of a saved
     one), exactly as the local stream does; :func:`end_cursor` gives the cursor where a run
-    ends, for the next one. The facts then start at the cursor's catalog checkpoint (at or
-    before its restart point), so a daily run reads only the archives written since the last
-    one (older ones may be deleted: ``LogSet.min_archive_needed(cursor)``).
+    ends, for the next one. The catalog is then read from the cursor's catalog checkpoint (at
+    or before its restart point), so a daily run reads only the archives written since the
+    last one (older ones may be deleted: ``LogSet.min_archive_needed(cursor)``).
 
     Transactions begun before the log set's oldest volume are left out, as locally with
     ``on_partial="skip"`` (``"emit"`` is read locally only, for now).
@@ -450,35 +446,25 @@ def read_changes(
 
 
 def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: int, typed=None):
-    """The plan of :func:`read_changes`; ``typed``: a table's columns, to give ``before`` /
-    ``after`` as typed structs (:func:`read_table_changes`). The joins run on (lsa, trid) rows
-    only: images never cross a shuffle (pass 3 reads each range again and keeps the events
-    the joins decided to emit)."""
-    from pyspark.sql import functions as F
-
+    """The plan of :func:`read_changes` (both streams); ``typed``: a table's columns, to give
+    ``before`` / ``after`` as typed structs (:func:`read_table_changes`). Each task reads its
+    ranges once with the range reader (``range_changes``) and the catalog versions built by
+    one Spark job."""
     import walcdc._native as native
 
     paths = _volume_paths(log)
     _use_driver_python(spark)
     start_key, end_key = kwargs["start"], kwargs["end"]
-    plan = None
-    first_skipped = None
-    if kwargs["committed_only"]:
-        versions, supplemental = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes)
-        # Rare cases the facts settle: a window with no supplemental record (written with
-        # supplemental_log=0?), and a cursor inside a transaction (its first commit after).
-        if not supplemental:
-            facts, _, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
-            _check_supplemental_logging(log, facts, plan.windowed, start_key, end_key)
-        if skip is not None and skip[1]:
-            if plan is None:
-                plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)[3]
-            first_skipped = plan.first_commit_after(skip[0])
-    else:
-        facts, versions, _, plan = _facts_and_plan(
-            spark, log, paths, kwargs, skip, seed, split_bytes
-        )
+    committed = kwargs["committed_only"]
+    versions, supplemental = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes)
+    if not supplemental:
+        # A window with no supplemental record: written with supplemental_log=0?
+        facts, _, _, plan = _facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
         _check_supplemental_logging(log, facts, plan.windowed, start_key, end_key)
+    last_commit, offset, position = skip if skip is not None else (None, 0, None)
+    # A cursor inside a committed transaction: the first commit after its last one skips
+    # what the earlier run emitted of it.
+    first_skipped = _first_commit_after(log, kwargs, last_commit) if committed and offset else None
     try:
         versions_shared = spark.sparkContext.broadcast(versions)
     except Exception:  # noqa: BLE001 -- Spark Connect: ship the bytes with the function
@@ -496,126 +482,64 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     event_ranges = _clip(log.ranges(split_bytes), start_key, end_key)
     log_bytes = _log_bytes(paths)
 
-    if kwargs["committed_only"]:
-        # One read per range: each task emits the transactions that commit in its ranges.
-        last_commit, _, position = skip if skip is not None else (None, 0, None)
-
-        def read_ranges(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            import walcdc
-            import walcdc._native as n
-
-            task_log = walcdc.open_log(paths)
-            task_options = task_log._native.change_options(**kwargs)
-            v = versions_bytes()
-            mine = [
-                (s, e)
-                for t in tasks
-                for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist())
-            ]
-            for s, e in _spans(mine):
-                holds = first_skipped is not None and (s is None or s <= first_skipped)
-                holds = holds and (e is None or first_skipped < e)
-                batches = n.range_changes(
-                    task_log._native,
-                    task_options,
-                    v,
-                    s,
-                    e,
-                    skip_commits_upto=last_commit,
-                    skip_before=position,
-                    skip_events=skip[1] if holds else 0,
-                    columns=typed,
-                )
-                for b in batches:
-                    yield _cast(pa.record_batch(b), result_target)
-
-        return _ranges_frame(spark, event_ranges, log_bytes).mapInArrow(read_ranges, result)
-
-    carrier_arrow = pa.schema(native.carrier_events_schema())
-    columns = [f.name for f in carrier_arrow]
-    slim = spark_schema(pa.schema([carrier_arrow.field("lsa"), carrier_arrow.field("trid")]))
-    slim_target = _spark_arrow_schema(spark, slim)
-
-    def read_slim(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Pass 2: the candidate events of each range, as (lsa, trid) only. Read without images
-        (mode "id"): which records are events is decided before any image is built (an
-        update's after image, which tells an OID reservation apart, is read in every mode)."""
+    def read_ranges(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import walcdc
         import walcdc._native as n
 
         task_log = walcdc.open_log(paths)
-        task_options = task_log._native.change_options(**{**kwargs, "mode": "id", "decode": False})
+        task_options = task_log._native.change_options(**kwargs)
         v = versions_bytes()
-        for t in tasks:
-            for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist()):
-                for b in n.range_events(task_log._native, task_options, v, s, e):
-                    b = pa.record_batch(b)
-                    yield _cast(
-                        pa.record_batch([b["lsa"], b["trid"]], ["lsa", "trid"]), slim_target
-                    )
+        mine = [
+            (s, e)
+            for t in tasks
+            for s, e in zip(t.column("start").to_pylist(), t.column("end").to_pylist())
+        ]
+        for s, e in _spans(mine):
+            holds = first_skipped is not None and (s is None or s <= first_skipped)
+            holds = holds and (e is None or first_skipped < e)
+            batches = n.range_changes(
+                task_log._native,
+                task_options,
+                v,
+                s,
+                e,
+                skip_commits_upto=last_commit,
+                skip_before=position,
+                skip_events=offset if holds else 0,
+                columns=typed,
+            )
+            for b in batches:
+                yield _cast(pa.record_batch(b), result_target)
 
-    ranges = _ranges_frame(spark, event_ranges, log_bytes)
-    events = ranges.mapInArrow(read_slim, slim)
-    verdicts, markers = plan.engine(events)
-    decided = [c for c in _VERDICT if c != "trid"]
+    return _ranges_frame(spark, event_ranges, log_bytes).mapInArrow(read_ranges, result)
 
-    verdict_arrow = pa.schema([carrier_arrow.field(c) for c in decided])
 
-    def task_reader():
-        import walcdc
+def _first_commit_after(log: LogSet, kwargs: dict, last_commit: Optional[int]) -> Optional[int]:
+    """The first commit record after ``last_commit`` from the window's start on (a cursor's
+    restart point, before it), read on the driver: the records from the later of the two up to
+    that commit (the tail of one transaction; no image is read)."""
+    import pyarrow.compute as pc
 
-        task_log = walcdc.open_log(paths)
-        return task_log, task_log._native.change_options(**kwargs), versions_bytes()
-
-    def read_range(group: pa.Table) -> pa.Table:
-        """Pass 3, per range: the events the joins decided to emit, read again with their
-        images (only theirs: no other record of the range is chased), named and decoded."""
-        import walcdc._native as n
-
-        if not group.num_rows:
-            return pa.Table.from_batches([], schema=result_target)
-        task_log, task_options, v = task_reader()
-        verdicts = group.select(decided).cast(verdict_arrow).combine_chunks().to_batches()[0]
-        start, end = group["start"][0].as_py(), group["end"][0].as_py()
-        rows = n.decided_events(
-            task_log._native, task_options, v, verdicts, start, end, columns=typed
-        )
-        return pa.Table.from_batches(
-            [_cast(pa.record_batch(b), result_target) for b in rows], schema=result_target
-        )
-
-    def finish_markers(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc._native as n
-
-        reader = None
-        for b in batches:
-            if b.num_rows:
-                if reader is None:
-                    reader = task_reader()
-                task_log, task_options, v = reader
-                done = n.finish_events(task_log._native, task_options, v, b, columns=typed)
-                yield _cast(pa.record_batch(done), result_target)
-
-    in_range = (F.col("r.start").isNull() | (F.col("v.lsa") >= F.col("r.start"))) & (
-        F.col("r.end").isNull() | (F.col("v.lsa") < F.col("r.end"))
+    start = kwargs["start"]
+    if last_commit is not None and (start is None or last_commit > start):
+        start = last_commit
+    records = log.records(
+        start=start,
+        end=kwargs["end"],
+        on_encrypted=kwargs["on_encrypted"],
+        batch_size=4096,
+        columns=["lsa", "trid", "type"],
     )
-    # Each verdict to its range (a table of its own: `ranges` feeds pass 2). The verdicts are
-    # small but each range's pass 3 is heavy: an explicit partition count, which adaptive
-    # execution keeps (it would merge partitions by their bytes into fewer tasks than cores).
-    parts = _task_count(spark, len(event_ranges), 16, log_bytes)
-    bounds = _ranges_frame(spark, event_ranges, log_bytes, parts).alias("r")
-    placed = verdicts.alias("v").join(F.broadcast(bounds), in_range)
-    placed = placed.select("r.part", "r.i", "r.start", "r.end", *[f"v.{c}" for c in _VERDICT])
-    # Grouped by (part, i): the partitioning by `part` already clusters the groups.
-    grouped = placed.repartition(parts, "part").groupBy("part", "i")
-    rows = grouped.applyInArrow(read_range, result)
-    if markers is not None:
-        rows = rows.unionByName(markers.select(*columns).mapInArrow(finish_markers, result))
-    return rows
-
-
-#: What the joins decide for each emitted event (pass 3 applies it to the event at its LSA).
-_VERDICT = ["lsa", "trid", "user", "commit_lsa", "commit_time", "txn_seq", "end_lsa"]
+    for batch in records:
+        types = batch.column("type").cast(pa.string())
+        commits = batch.filter(
+            pc.and_(pc.equal(types, "LOG_COMMIT"), pc.greater(batch.column("trid"), 0))
+        )
+        if last_commit is not None:
+            commits = commits.filter(pc.greater(commits.column("lsa"), last_commit))
+        if commits.num_rows:
+            return commits.column("lsa")[0].as_py()
+    return None
 
 
 def _checked_options(log: LogSet, *, cursor, **options):
@@ -801,13 +725,12 @@ def _catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes
 
 
 class _Plan:
-    """The joins that settle what no range knows alone, over a log's facts."""
+    """The log's facts in the window (what the cursor questions and the supplemental-logging
+    check ask)."""
 
     def __init__(self, facts, start_key, end_key, kwargs, skip):
         from pyspark.sql import functions as F
 
-        self.F = F
-        self.start_key, self.end_key = start_key, end_key
         in_window = F.lit(True)
         if start_key is not None:
             in_window = in_window & (F.col("lsa") >= start_key)
@@ -815,233 +738,12 @@ class _Plan:
             in_window = in_window & (F.col("lsa") < end_key)
         self.facts = facts.where(F.col("kind") != _COUNTS)
         self.windowed = self.facts.where(in_window)
-        self.users = kwargs["users"]
-        self.wanted = set(kwargs["ops"] or ())
-        self.skip = skip
-
-    def of(self, facts, kind, *columns):
-        return facts.where(self.F.col("kind") == kind).select("trid", "lsa", *columns)
 
     @staticmethod
     def markers(facts):
         from pyspark.sql import functions as F
 
         return facts.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
-
-    def begun_here(self, rows, at: str, inclusive: bool):
-        """The ``rows`` (``trid`` and an LSA column ``at``) of transactions whose first record
-        lies in the log set (or after the facts' checkpoint): at or after (``inclusive``; an end
-        marker: after) the first start or end marker of their trid. A transaction begun in an
-        archive that is gone has no start marker before its changes and end; its rows are left
-        out, as the local stream's ``on_partial="skip"`` leaves them out."""
-        F = self.F
-        first = self.markers(self.facts).groupBy("trid").agg(F.min("lsa").alias("_first"))
-        after = F.col(at) >= F.col("_first") if inclusive else F.col(at) > F.col("_first")
-        return (
-            rows.join(first, "trid", "left")
-            .where(F.col("_first").isNotNull() & after)
-            .drop("_first")
-        )
-
-    def user_passes(self, col):
-        F = self.F
-        if self.users is None:
-            return F.lit(True)
-        return col.isNotNull() & F.lower(col).isin([u.lower() for u in self.users])
-
-    def first_users(self, user_facts, markers):
-        """Each transaction's first TRAN_USER: ``trid``, ``end_lsa``, ``tx_user``."""
-        rows = _next_marker(user_facts, markers)
-        return rows.groupBy("trid", "end_lsa").agg(
-            self.F.min_by("user", "lsa").alias("tx_user"),
-            self.F.first("end_kind").alias("tx_end_kind"),
-            self.F.first("end_time").alias("tx_end_time"),
-            self.F.first("end_vol").alias("tx_end_vol"),
-        )
-
-    def marker_rows(self, df, op, committed):
-        """Commit/abort/timer event rows (carrier columns) from instance rows."""
-        F = self.F
-        return df.select(
-            F.col("end_lsa").alias("lsa"),
-            F.col("end_vol").alias("vol"),
-            "trid",
-            F.lit(op).cast("byte").alias("op"),
-            F.lit(False).alias("trigger"),
-            "user",
-            F.col("end_time").alias("time"),
-            (F.col("end_lsa") if committed else F.lit(None).cast("long")).alias("commit_lsa"),
-            (F.col("end_time") if committed else F.lit(None).cast("long")).alias("commit_time"),
-            (F.col("n") if committed else F.lit(0)).cast("long").alias("txn_seq"),
-        )
-
-    def committed(self, events):
-        """The committed-only stream: committed transactions' events minus what rollbacks to
-        a savepoint undid, numbered in their transaction (the verdict rows); commit/abort/timer
-        marker rows when asked (or None)."""
-        from pyspark.sql.window import Window
-
-        F = self.F
-        markers = self.markers(self.windowed)
-        events = _next_marker(events, markers)
-        instance = ["trid", "end_lsa"]
-        undone = (
-            _next_marker(self.of(self.windowed, _UNDONE, "lo"), markers)
-            .where(F.col("end_kind") == _COMMIT)
-            .select(
-                F.col("trid").alias("u_trid"),
-                F.col("end_lsa").alias("u_end"),
-                F.col("lo").alias("u_lo"),
-                F.col("lsa").alias("u_hi"),
-            )
-        )
-        tx_users = self.first_users(self.of(self.windowed, _USER, "user"), markers)
-        ended = events.where(F.col("end_kind").isin(_COMMIT, _ABORT)).join(
-            tx_users.select(*instance, "tx_user"), instance, "left"
-        )
-        ended = ended.withColumn("user", F.col("tx_user")).where(self.user_passes(F.col("user")))
-        committed = self.begun_here(ended.where(F.col("end_kind") == _COMMIT), "lsa", True).join(
-            undone,
-            (F.col("trid") == F.col("u_trid"))
-            & (F.col("end_lsa") == F.col("u_end"))
-            & (F.col("u_lo").isNull() | (F.col("u_lo") < F.col("lsa")))
-            & (F.col("lsa") < F.col("u_hi")),
-            "left_anti",
-        )
-        last_commit, offset, position = self.skip or (None, 0, None)
-        if last_commit is not None:
-            # Committed transactions an earlier run emitted.
-            committed = committed.where(F.col("end_lsa") > last_commit)
-        seq = Window.partitionBy("end_lsa").orderBy("lsa")
-        committed = (
-            committed.withColumn("txn_seq", (F.row_number().over(seq) - 1).cast("long"))
-            .withColumn("commit_lsa", F.col("end_lsa"))
-            .withColumn("commit_time", F.col("end_time"))
-        )
-        emitted = committed
-        if offset:
-            # The earlier run stopped inside the next committed transaction.
-            first = self.first_commit_after(last_commit)
-            emitted = committed.where(
-                (F.col("commit_lsa") != F.lit(first)) | (F.col("txn_seq") >= offset)
-            )
-        verdicts = emitted.withColumn("end_lsa", F.lit(None).cast("long")).select(*_VERDICT)
-        group = ["trid", "end_lsa", "end_vol", "end_time", "user"]
-        out = None
-        if "commit" in self.wanted:
-            counts = committed.groupBy(*group).agg(F.count(F.lit(1)).alias("n"))
-            out = self.marker_rows(counts, _OP_COMMIT, True)
-        markers_out = None
-        if "abort" in self.wanted:
-            aborted = ended.where(F.col("end_kind") == _ABORT).groupBy(*group).count()
-            markers_out = self.marker_rows(aborted, _OP_ABORT, False)
-        if "timer" in self.wanted:
-            timers = self.timer_rows()
-            markers_out = timers if markers_out is None else markers_out.unionByName(timers, True)
-        if markers_out is not None:
-            if position is not None:
-                # Markers an earlier run emitted (they go out as they are read).
-                markers_out = markers_out.where(F.col("lsa") >= position)
-            out = markers_out if out is None else out.unionByName(markers_out, True)
-        return verdicts, self.as_carrier(out)
-
-    def as_carrier(self, rows):
-        """Marker rows with every carrier column (nulls where a marker has none)."""
-        if rows is None:
-            return None
-        import walcdc._native as native
-
-        F = self.F
-        carrier = spark_schema(pa.schema(native.carrier_events_schema()))
-        return rows.select(
-            *[
-                F.col(f.name).cast(f.dataType)
-                if f.name in rows.columns
-                else F.lit(None).cast(f.dataType).alias(f.name)
-                for f in carrier
-            ]
-        )
-
-    def first_commit_after(self, lsa):
-        F = self.F
-        commits = self.windowed.where(F.col("kind") == _COMMIT)
-        if lsa is not None:
-            commits = commits.where(F.col("lsa") > lsa)
-        return commits.agg(F.min("lsa")).first()[0]
-
-    def timer_rows(self):
-        F = self.F
-        return self.windowed.where(F.col("kind") == _TIMER).select(
-            "lsa",
-            "vol",
-            "trid",
-            F.lit(_OP_TIMER).cast("byte").alias("op"),
-            F.lit(False).alias("trigger"),
-            "time",
-            F.lit(0).cast("long").alias("txn_seq"),
-        )
-
-    def engine(self, events):
-        """CUBRID's own stream: every change of a transaction whose user is known (its first
-        TRAN_USER from the start of the window on, wherever the transaction ends), at the
-        change (the verdict rows); commit/abort markers of those transactions and timer rows,
-        in the window (or None)."""
-        F = self.F
-        markers = self.markers(self.facts)
-        events = _next_marker(events, markers)
-        user_facts = self.of(self.facts, _USER, "user")
-        if self.start_key is not None:
-            user_facts = user_facts.where(F.col("lsa") >= self.start_key)
-        tx_users = self.first_users(user_facts, markers).where(self.user_passes(F.col("tx_user")))
-        key = tx_users.select(
-            F.col("trid").alias("x_trid"), F.col("end_lsa").alias("x_end"), "tx_user"
-        )
-        events = (
-            self.begun_here(events, "lsa", True)
-            .join(
-                key,
-                (F.col("trid") == F.col("x_trid")) & F.col("end_lsa").eqNullSafe(F.col("x_end")),
-                "inner",
-            )
-            .withColumn("user", F.col("tx_user"))
-        )
-        position = self.skip[2] if self.skip is not None else None
-        if position is not None:
-            # What an earlier run emitted: everything before where it stopped.
-            events = events.where(F.col("lsa") >= position)
-        verdicts = (
-            events.withColumn("commit_lsa", F.lit(None).cast("long"))
-            .withColumn("commit_time", F.lit(None).cast("long"))
-            .withColumn("txn_seq", F.lit(0).cast("long"))
-            .select(*_VERDICT)
-        )
-        ends = tx_users.where(F.col("tx_end_kind").isin(_COMMIT, _ABORT)).select(
-            "trid",
-            "end_lsa",
-            F.col("tx_user").alias("user"),
-            F.col("tx_end_kind").alias("end_kind"),
-            F.col("tx_end_time").alias("end_time"),
-            F.col("tx_end_vol").alias("end_vol"),
-        )
-        ends = self.begun_here(ends, "end_lsa", False)
-        if self.start_key is not None:
-            ends = ends.where(F.col("end_lsa") >= self.start_key)
-        if self.end_key is not None:
-            ends = ends.where(F.col("end_lsa") < self.end_key)
-        out = None
-        for name, kind, op in (("commit", _COMMIT, _OP_COMMIT), ("abort", _ABORT, _OP_ABORT)):
-            if self._engine_wants(name):
-                rows = self.marker_rows(ends.where(F.col("end_kind") == kind), op, False)
-                out = rows if out is None else out.unionByName(rows, True)
-        if self._engine_wants("timer"):
-            timers = self.timer_rows()
-            out = timers if out is None else out.unionByName(timers, True)
-        if out is not None and position is not None:
-            out = out.where(F.col("lsa") >= position)
-        return verdicts, self.as_carrier(out)
-
-    def _engine_wants(self, op: str) -> bool:
-        return op in self.wanted if self.wanted else True
 
 
 def _facts_frame(spark, paths: List[str], ranges, on_encrypted: str):
@@ -1156,12 +858,11 @@ def source_plan(
         committed_only=committed_only,
         on_encrypted=on_encrypted,
     )
-    if committed_only:
-        paths = _volume_paths(log)
-        catalog = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes, whole=True)
-        plan = _range_plan(log, kwargs, skip, seed, split_bytes, catalog)
-        if plan is not None:
-            return json.dumps(plan)
+    paths = _volume_paths(log)
+    catalog = _committed_catalog(spark, log, paths, kwargs, seed, split_bytes, whole=True)
+    plan = _range_plan(log, kwargs, skip, seed, split_bytes, catalog)
+    if plan is not None:
+        return json.dumps(plan)
     bounds = [e for _, e in _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])]
     inputs: list = []
     cursors: list = []
@@ -1179,23 +880,27 @@ def source_plan(
 
 
 def _range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, catalog) -> Optional[dict]:
-    """A committed read's data source plan whose parts are the window's ranges, each read once
-    by the range reader (``range_changes``) with the plan's catalog versions (``catalog``:
-    ``(versions, supplemental records in the window)`` covering the log to its end, so that
-    any read option fits). None where the cursor-per-part plan still decides: a window with no
-    supplemental record (the one-pass reader's ``supplemental_log=0`` check) or a cursor
-    inside a transaction."""
+    """A data source plan whose parts are the window's ranges, each read once by the range
+    reader (``range_changes``) with the plan's catalog versions (``catalog``: ``(versions,
+    supplemental records in the window)`` covering the log to its end, so that any read option
+    fits). None where the cursor-per-part plan still decides: a window with no supplemental
+    record (the one-pass reader's ``supplemental_log=0`` check)."""
     versions, supplemental = catalog
-    if not supplemental or (skip is not None and skip[1]):
+    if not supplemental:
         return None
+    engine = not kwargs["committed_only"]
     ranges = _clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
     plan = _plan_dict(
-        log, False, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
+        log, engine, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
     )
+    last_commit, offset, position = skip if skip is not None else (None, 0, None)
+    first_skipped = None
+    if offset and not engine:
+        first_skipped = _first_commit_after(log, kwargs, last_commit)
     plan.update(
         versions=base64.b64encode(versions).decode(),
         start=kwargs["start"],
-        skip=None if skip is None else [skip[0], skip[2]],
+        skip=None if skip is None else [last_commit, position, offset, first_skipped],
         seed=None if seed is None else base64.b64encode(seed).decode(),
     )
     return plan

@@ -9,17 +9,16 @@ columns)::
     df = spark.read.format("walcdc").load(LOG_DIR)
     df.where("table = 'dba.orders' and op in ('insert', 'update')")
 
-Each partition is one range of the log. Committed stream: the range is read once and gives
-the transactions that commit in it (their records before the range read back along their
-chains), with the catalog versions of the plan, which comes from the ``plan`` option
-(:func:`walcdc.spark.source_plan`, its catalog read by Spark) or, without it, from each range
-reduced to its class-record writes where Spark plans the read. CUBRID's own stream (and a
-committed window with no supplemental record, or resumed inside a transaction): the range is
-read as the local stream resumed from the cursor a run ending at the range's start leaves,
-up to the next range (``docs/design.md``, "The walcdc data source"), the cursors from the plan
-or from one reading of the log where Spark plans the read. Filters on ``table``, ``op`` and
-``user`` are pushed into the tasks (decided before any image is built); the rows that pass are
-the whole stream's, ``txn_seq`` included.
+Each partition is one range of the log, read once by the range reader of
+:mod:`walcdc.spark` (``range_changes``): in the committed stream the transactions that commit
+in it, in CUBRID's own the changes and markers that lie in it (what a transaction begun before
+the range needs from its earlier records read back along its chain), with the catalog versions
+of the plan, which comes from the ``plan`` option (:func:`walcdc.spark.source_plan`, its
+catalog read by Spark) or, without it, from each range reduced to its class-record writes
+where Spark plans the read. A window with no supplemental record takes a plan of cursors (the
+local stream resumed at each range's start: ``docs/design.md``, "The walcdc data source").
+Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image
+is built); the rows that pass are the whole stream's, ``txn_seq`` included.
 
 Streaming reads (Structured Streaming over a followed log)::
 
@@ -313,22 +312,32 @@ def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
     from walcdc.spark import _cast
 
     options = {**OPTION_DEFAULTS, **partition.options}
-    options.update(start=plan["start"], end=None, cursor=None, on_encrypted=plan["on_encrypted"])
+    options.update(
+        start=plan["start"],
+        end=None,
+        cursor=None,
+        committed_only=not plan["engine"],
+        on_encrypted=plan["on_encrypted"],
+    )
     narrow = partition.narrow or {}
     native_options = log._native.change_options(
         **_native_options(log, **options),
         narrow_tables=narrow.get("tables"),
         narrow_ops=narrow.get("ops"),
     )
-    last_commit, position = plan["skip"] if plan.get("skip") else (None, None)
+    last_commit, position, offset, first_skipped = plan.get("skip") or (None, None, 0, None)
+    start, end = spec["start"], spec["end"]
+    holds = first_skipped is not None and (start is None or start <= first_skipped)
+    holds = holds and (end is None or first_skipped < end)
     batches = native.range_changes(
         log._native,
         native_options,
         base64.b64decode(plan["versions"]),
-        spec["start"],
-        spec["end"],
+        start,
+        end,
         skip_commits_upto=last_commit,
         skip_before=position,
+        skip_events=offset if holds else 0,
     )
     for batch in batches:
         batch = pa.record_batch(batch)
@@ -362,10 +371,9 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
     start = None if cursor is not None else options.get("start")
     end = options.get("end")
-    if committed_only:
-        plan = _local_range_plan(log, split, cursor, start, end, on_encrypted)
-        if plan is not None:
-            return plan
+    plan = _local_range_plan(log, split, committed_only, cursor, start, end, on_encrypted)
+    if plan is not None:
+        return plan
     start_key, end_key = position(log, start, "start"), position(log, end, "end")
     if cursor is not None:
         start_key = cursor.restart_lsa
@@ -391,8 +399,8 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     return _plan_dict(log, not committed_only, on_encrypted, parts)
 
 
-def _local_range_plan(log, split: int, cursor, start, end, on_encrypted: str):
-    """The committed read's plan of ranges each read once (:func:`walcdc.spark._range_plan`),
+def _local_range_plan(log, split: int, committed_only: bool, cursor, start, end, on_encrypted):
+    """The plan of ranges each read once (:func:`walcdc.spark._range_plan`),
     its catalog read here (each range reduced, then joined), or None where the cursor-per-part
     plan still decides."""
     from walcdc.changes import OPTION_DEFAULTS
@@ -405,7 +413,14 @@ def _local_range_plan(log, split: int, cursor, start, end, on_encrypted: str):
     )
 
     checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    checked.update(start=start, end=end, cursor=cursor, on_encrypted=on_encrypted, decode=False)
+    checked.update(
+        start=start,
+        end=end,
+        cursor=cursor,
+        committed_only=committed_only,
+        on_encrypted=on_encrypted,
+        decode=False,
+    )
     kwargs, skip, seed = _checked_options(log, **checked)
     ranges = _catalog_ranges(log, kwargs, seed, split, whole=True)
     catalog = _catalog_of(log, kwargs, seed, ranges, _reduced_here(log, ranges, kwargs))

@@ -55,13 +55,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::catalog_versions, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::catalog_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::checkpoint_info, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::range_events, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::finish_events, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::decided_events, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_changes, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::catalog_inputs_of, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::carrier_events_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::no_supplemental_log_error, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::facts_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::changes_schema, m)?)?;
@@ -69,8 +65,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::check_cursor, m)?)?;
     m.add_class::<logset::PyLogSet>()?;
     m.add_class::<logset::PyChangeOptions>()?;
-    m.add_class::<parallel::EventBatches>()?;
-    m.add_class::<parallel::DecidedBatches>()?;
     m.add_class::<streams::RecordBatches>()?;
     m.add_class::<streams::ChangeBatches>()?;
     m.add_class::<streams::PyReaderState>()?;

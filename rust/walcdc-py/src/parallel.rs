@@ -1,6 +1,6 @@
 //! The pieces of a change stream read in parallel (`walcdc.spark`): a range's facts and
-//! candidate events, the catalog versions built from class-record writes, and committed events
-//! named and decoded as of their commit.
+//! catalog reduction, the catalog versions built from class-record writes, and a range's
+//! events read once.
 
 use std::sync::Arc;
 
@@ -10,14 +10,12 @@ use pyo3::types::{PyBytes, PyList};
 use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes::{ChangeOptions, ChangeReader, RangeSpec};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
-use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, DecidedEvents, RangeCatalog, RangeEvents};
-use walcdc_core::parallel_arrow::{
-    carrier_schema, events_from_carrier, facts_batch, instance_ends, next_carrier_batch, verdicts_from_batch,
-};
+use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeCatalog};
+use walcdc_core::parallel_arrow::facts_batch;
 use walcdc_core::typed_arrow::TableChangesBuilder;
 use walcdc_core::{Lsa, OnEncrypted};
 
-use crate::arrow::{import_batch, Batch, Schema};
+use crate::arrow::{Batch, Schema};
 use crate::conversion::{key_to_lsa, parse_option, table_columns};
 use crate::error::to_py;
 use crate::logset::{PyChangeOptions, PyLogSet};
@@ -164,9 +162,6 @@ fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>>
     Ok(v)
 }
 
-/// A batch of events ends at this much image data (or at its row count).
-const BATCH_BYTES: usize = 64 << 20;
-
 /// The options and the batch builder that finish events: `read_changes()`'s schema, or with
 /// `columns` (column dicts of `schemas()`) one table's typed changes (which need the values).
 fn finishing(
@@ -185,136 +180,9 @@ fn finishing(
     Ok((opts, builder))
 }
 
-/// Events named and decoded (`parallel::finish_events`) into one batch of `builder`.
-fn finish_batch(
-    builder: &mut dyn EventBatchBuilder,
-    events: &mut [walcdc_core::changes::Event],
-    ends: &[Option<Lsa>],
-    versions: Arc<CatalogVersions>,
-    opts: &ChangeOptions,
-) -> arrow_array::RecordBatch {
-    parallel::finish_events(events, ends, versions, opts);
-    for e in events.iter() {
-        builder.append(e);
-    }
-    builder.finish()
-}
-
-/// Iterates over carrier batches of a range's candidate events.
-#[pyclass(module = "walcdc._native")]
-pub(crate) struct EventBatches {
-    events: RangeEvents,
-    batch_size: usize,
-}
-
-#[pymethods]
-impl EventBatches {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        let (events, n) = (&mut self.events, self.batch_size);
-        match py.detach(|| next_carrier_batch(events, n, BATCH_BYTES)) {
-            Ok(b) => Ok(b.map(Batch::new)),
-            Err(e) => Err(to_py(py, e)),
-        }
-    }
-}
-
-/// The carrier schema of events crossing a join.
-#[pyfunction]
-pub(crate) fn carrier_events_schema() -> Schema {
-    Schema::new(carrier_schema())
-}
-
-/// The candidate events of `[start, end)` (see `walcdc_core::parallel::RangeEvents`).
-#[pyfunction]
-#[pyo3(signature = (log, options, versions, start=None, end=None, batch_size=8192))]
-pub(crate) fn range_events(
-    py: Python<'_>,
-    log: PyRef<'_, PyLogSet>,
-    options: PyRef<'_, PyChangeOptions>,
-    versions: &[u8],
-    start: Option<u64>,
-    end: Option<u64>,
-    batch_size: usize,
-) -> PyResult<EventBatches> {
-    let versions = versions_from(py, versions)?;
-    let (log, opts) = (log.inner.clone(), options.inner.clone());
-    let events = py
-        .detach(|| RangeEvents::new(log, key_to_lsa(start), key_to_lsa(end), opts, versions))
-        .map_err(|e| to_py(py, e))?;
-    Ok(EventBatches { events, batch_size: batch_size.max(1) })
-}
-
-/// Iterates over the finished batches of a range's decided events.
-#[pyclass(module = "walcdc._native")]
-pub(crate) struct DecidedBatches {
-    events: DecidedEvents,
-    versions: Arc<CatalogVersions>,
-    opts: ChangeOptions,
-    builder: Box<dyn EventBatchBuilder>,
-    batch_size: usize,
-}
-
-#[pymethods]
-impl DecidedBatches {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        let out = py.detach(|| -> walcdc_core::Result<_> {
-            let (mut events, mut ends, mut bytes) = (Vec::new(), Vec::new(), 0);
-            while events.len() < self.batch_size && bytes < BATCH_BYTES {
-                let Some((e, end)) = self.events.next_event()? else { break };
-                bytes += e.weight();
-                events.push(e);
-                ends.push(end);
-            }
-            if events.is_empty() {
-                return Ok(None);
-            }
-            let (versions, opts) = (self.versions.clone(), &self.opts);
-            Ok(Some(finish_batch(self.builder.as_mut(), &mut events, &ends, versions, opts)))
-        });
-        out.map(|b| b.map(Batch::new)).map_err(|e| to_py(py, e))
-    }
-}
-
-/// The events of `[start, end)` that the joins decided to emit (`verdicts`: a batch of
-/// `lsa`, `user`, `commit_lsa`, `commit_time`, `txn_seq`, `end_lsa`), named and decoded: batches
-/// of `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
-/// typed changes. Only the records with a verdict are chased.
-#[pyfunction]
-#[pyo3(signature = (log, options, versions, verdicts, start=None, end=None, columns=None, batch_size=8192))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn decided_events(
-    py: Python<'_>,
-    log: PyRef<'_, PyLogSet>,
-    options: PyRef<'_, PyChangeOptions>,
-    versions: &[u8],
-    verdicts: &Bound<'_, PyAny>,
-    start: Option<u64>,
-    end: Option<u64>,
-    columns: Option<Bound<'_, PyList>>,
-    batch_size: usize,
-) -> PyResult<DecidedBatches> {
-    let versions = versions_from(py, versions)?;
-    let verdicts = import_batch(verdicts)?;
-    let verdicts = verdicts_from_batch(&verdicts).map_err(|e| to_py(py, e))?;
-    let (opts, builder) = finishing(&log, &options, columns.as_ref())?;
-    let (set, range_opts) = (log.inner.clone(), opts.clone());
-    let events = py
-        .detach(|| RangeEvents::new(set, key_to_lsa(start), key_to_lsa(end), range_opts, versions.clone()))
-        .map_err(|e| to_py(py, e))?;
-    let events = DecidedEvents::new(events, verdicts);
-    Ok(DecidedBatches { events, versions, opts, builder, batch_size: batch_size.max(1) })
-}
-
-/// The committed events of the transactions that commit in `[start, end)`, read in one walk
-/// of the range (see `walcdc_core::changes::ChangeReader::for_range`): batches of
+/// The events of `[start, end)`, read in one walk of the range (see
+/// `walcdc_core::changes::ChangeReader::for_range`): in the committed stream those of the
+/// transactions that commit in it, in CUBRID's the changes and markers that lie in it. Batches of
 /// `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
 /// typed changes. What an earlier run emitted (when the options hold no cursor): the commits
 /// up to `skip_commits_upto`, the markers before `skip_before`, and `skip_events` events of
@@ -349,32 +217,6 @@ pub(crate) fn range_changes(
     let set = log.inner.clone();
     let reader = py.detach(|| ChangeReader::for_range(set, opts, range)).map_err(|e| to_py(py, e))?;
     Ok(ChangeBatches { reader, builder, splitter: None, batch_size: batch_size.max(1) })
-}
-
-/// Committed events (a carrier batch with commit LSAs and positions set) named and decoded as
-/// of their commit: a batch of `read_changes()`'s schema, or with `columns` (column dicts of
-/// `schemas()`) of one table's typed changes.
-#[pyfunction]
-#[pyo3(signature = (log, options, versions, batch, columns=None))]
-pub(crate) fn finish_events(
-    py: Python<'_>,
-    log: PyRef<'_, PyLogSet>,
-    options: PyRef<'_, PyChangeOptions>,
-    versions: &[u8],
-    batch: &Bound<'_, PyAny>,
-    columns: Option<Bound<'_, PyList>>,
-) -> PyResult<Batch> {
-    let versions = versions_from(py, versions)?;
-    let batch = import_batch(batch)?;
-    let (opts, mut builder) = finishing(&log, &options, columns.as_ref())?;
-    let out = py
-        .detach(|| -> walcdc_core::Result<_> {
-            let mut events = events_from_carrier(&batch)?;
-            let ends = instance_ends(&batch)?;
-            Ok(finish_batch(builder.as_mut(), &mut events, &ends, versions, &opts))
-        })
-        .map_err(|e| to_py(py, e))?;
-    Ok(Batch::new(out))
 }
 
 /// The error a change stream raises when the log holds no supplemental records.

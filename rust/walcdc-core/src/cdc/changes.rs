@@ -356,10 +356,8 @@ impl ChangeReader {
     /// the plan's ranges cover the stream and each commit lies in one range, so their events,
     /// in range order, are the stream's.
     pub fn for_range(log: Arc<LogSet>, mut opts: ChangeOptions, range: RangeSpec) -> Result<ChangeReader> {
-        if !opts.committed_only || opts.follow {
-            return Err(LogError::InvalidArgument {
-                msg: "a range of a plan reads the committed-only stream, not following".into(),
-            });
+        if opts.follow {
+            return Err(LogError::InvalidArgument { msg: "a range of a plan is read to its end, not followed".into() });
         }
         // The catalog comes from the versions (built from a checkpoint, if need be).
         opts.checkpoint = None;
@@ -376,7 +374,7 @@ impl ChangeReader {
         let walker = Walker::for_range(log.clone(), Some(start), range.end, opts.on_encrypted)?;
         let mut walk = CatalogAsOf::new(range.versions.clone(), opts.user_schemas.clone(), opts.start);
         let catalog = walk.at(start, false).clone();
-        let state = ReaderState::at_start(&log, start, true, catalog, skip_commits_upto, skip_before);
+        let state = ReaderState::at_start(&log, start, opts.committed_only, catalog, skip_commits_upto, skip_before);
         let range = RangeRead {
             walk,
             chase: None,
@@ -941,9 +939,12 @@ impl ChangeReader {
             }
             None => self.staging.end(rec.trid, commit, &mut self.catalog),
         }
+        if !self.opts.committed_only && self.wants(if commit { Op::Commit } else { Op::Abort }) {
+            self.learn_earlier(rec.trid)?;
+        }
         let Some(mut txn) = self.txns.remove(&rec.trid) else { return Ok(()) };
         self.buffered -= txn.bytes;
-        if let Some(from) = txn.earlier.take() {
+        if let Some(from) = txn.earlier.take().filter(|_| self.opts.committed_only) {
             // Needed: a commit to emit, or an abort whose marker may be (if it had events).
             let needed = if commit {
                 self.skip_commits_upto.is_none_or(|s| rec.lsa > s)
@@ -1115,11 +1116,10 @@ impl ChangeReader {
         LogError::Io { file: "spill file".into(), msg: e.to_string() }
     }
 
-    /// Reading a range of a plan: transaction `trid`'s records from the stream's start up to
-    /// `from` (its record before the range), read back along its chain of `prev_tranlsa` and
-    /// made into the transaction they are, in log order, as the one-pass reader makes them
-    /// (with the catalog as of each record). Reads only those records.
-    fn read_earlier(&mut self, trid: i32, from: Lsa) -> Result<Txn> {
+    /// Transaction `trid`'s records from `from` back along its chain of `prev_tranlsa` to its
+    /// first one or the stream's start, newest first (each handed to `visit`), and whether it
+    /// began before the log set's oldest volume. Reads only those records; checks every link.
+    fn chain_back(&self, trid: i32, from: Lsa, mut visit: impl FnMut(&Record)) -> Result<(Vec<Lsa>, bool)> {
         let floor = self.range.as_ref().map_or(Lsa::NULL, |r| r.floor);
         let oldest = Lsa::new(self.log.first_pageid, 0);
         let corrupt = |log: &LogSet, at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
@@ -1140,6 +1140,7 @@ impl ChangeReader {
                     ),
                 ));
             }
+            visit(&rec);
             chain.push(at);
             let prev = rec.prev_tranlsa;
             if prev.is_null() {
@@ -1155,6 +1156,42 @@ impl ChangeReader {
             }
             at = prev;
         }
+        Ok((chain, partial))
+    }
+
+    /// CUBRID's stream read by range: what a transaction begun before the range needs from
+    /// its earlier records, read back along its chain once it matters (a supplemental record
+    /// or its end in the range) — its first TRAN_USER from the stream's start on, and whether
+    /// it is partial. Its events there were the earlier ranges' to emit.
+    fn learn_earlier(&mut self, trid: i32) -> Result<()> {
+        let Some(from) = self.txns.get_mut(&trid).and_then(|t| t.earlier.take()) else { return Ok(()) };
+        let mut first_user = None;
+        let (_, partial) = self.chain_back(trid, from, |r| {
+            if r.supplement_type() == Some(supplemental::TRAN_USER) {
+                first_user = Some(r.lsa); // read newest first: the last one seen is the first
+            }
+        })?;
+        let user = match first_user {
+            Some(at) => match self.extractor.supplement(&self.log, &self.log.record_at(at)?)? {
+                Supplement::TranUser(u) => Some(Arc::from(u.as_str())),
+                _ => None,
+            },
+            None => None,
+        };
+        let txn = self.txns.get_mut(&trid).expect("transaction opened");
+        txn.partial = partial;
+        if user.is_some() {
+            txn.user = user;
+        }
+        Ok(())
+    }
+
+    /// Reading a range of a plan: transaction `trid`'s records from the stream's start up to
+    /// `from` (its record before the range), read back along its chain of `prev_tranlsa` and
+    /// made into the transaction they are, in log order, as the one-pass reader makes them
+    /// (with the catalog as of each record). Reads only those records.
+    fn read_earlier(&mut self, trid: i32, from: Lsa) -> Result<Txn> {
+        let (chain, partial) = self.chain_back(trid, from, |_| {})?;
         let first = *chain.last().expect("the chain holds `from`");
         let walk_catalog = std::mem::take(&mut self.catalog);
         self.txns.insert(trid, Txn { partial, ..Txn::new(first) });
@@ -1183,6 +1220,9 @@ impl ChangeReader {
         self.stats.supplemental_records += 1;
         let supp = self.extractor.supplement(&self.log, rec)?;
         self.check_undo_pair(rec, &supp)?;
+        if !self.opts.committed_only && !matches!(supp, Supplement::UndoRecord) {
+            self.learn_earlier(rec.trid)?;
+        }
         if let Some(t) = self.txns.get_mut(&rec.trid) {
             t.saw_supplement = true;
         }
@@ -1283,8 +1323,11 @@ impl ChangeReader {
                 e.partial = true;
             }
             // CUBRID's stream decodes at the change, with the transaction's own DDL in effect.
-            let staged = self.staging.of(e.trid);
-            e.typed = Some(Box::new(self.type_event(staged, &e)));
+            let staged = match &self.range {
+                Some(r) => std::borrow::Cow::Owned(r.versions.staged_before(e.trid, e.lsa)),
+                None => std::borrow::Cow::Borrowed(self.staging.of(e.trid)),
+            };
+            e.typed = Some(Box::new(self.type_event(&staged, &e)));
             self.note_schema(&e);
             self.keep_wanted_images(&mut e);
             self.ready.push_back(e);

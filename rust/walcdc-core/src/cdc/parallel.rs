@@ -1,29 +1,23 @@
-//! The committed-only change stream cut into record-aligned ranges that are read independently
-//! (Spark tasks), with what no range can know alone settled afterwards by joins.
+//! What the ranges of a plan (Spark tasks, each reading its range once with
+//! [`crate::changes::ChangeReader::for_range`]) need that no range knows alone: the catalog.
 //!
-//! A range contributes *facts* — transaction starts and ends, undone ranges (partial
-//! rollbacks), users, writes of the heap and overflow pages class records live in — and
-//! *candidate events* (supplemental records chased to their images, filtered by table and
-//! operation). Combining them is the joins' work (see `python/walcdc/spark.py`):
-//!
-//! * an event belongs to the transaction instance that ends at the first end record (commit or
-//!   abort) of its trid after it, unless a record starting a new transaction under that trid
-//!   (NULL `prev_tranlsa`) comes first — then it was abandoned, as the one-pass reader drops it;
-//! * an undone range, a user and a class-record write belong to instances the same way;
-//! * the class-record writes of the instances that wrote at least one class-record image (few:
-//!   DDL) are read once, in log order, into [`CatalogVersions`]: the class changes each commit
-//!   made, from which any task builds the catalog as of any LSA ([`CatalogAsOf`]). Nothing about
-//!   the catalog is learned by walking the log before a range.
-//!
-//! Each rule is the one [`crate::changes::ChangeReader`] applies as it goes; the tests compare
-//! the two streams on every fixture.
+//! A range reports *facts* — transaction starts and ends, undone ranges, users, writes of the
+//! heap and overflow pages class records live in ([`range_facts`]) — and reduces them where
+//! it is read to what the catalog needs ([`RangeCatalog`]: the class-record writes of its DDL
+//! transactions, and those of the transactions open at its edges). The driver joins the
+//! reductions in log order ([`catalog_inputs`]) and reads those writes once by random access
+//! into [`CatalogVersions`]: the class changes each commit made (and each transaction's own,
+//! for CUBRID's stream), from which any task builds the catalog as of any LSA
+//! ([`CatalogAsOf`]). Nothing about the catalog is learned by walking the log before a range.
+//! The facts also answer the questions of cursors and of the supplemental-logging check
+//! (`python/walcdc/spark.py`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::catalog::{self, Catalog, CatalogCheckpoint, ClassChange, ClassTracker, Staging, UserColumn};
 use crate::cdc::framed::Framed;
-use crate::changes::{self, ChangeOptions, Event, Op};
+use crate::changes;
 use crate::error::{LogError, Result};
 use crate::extract::Extractor;
 use crate::logset::LogSet;
@@ -449,6 +443,16 @@ impl CatalogVersions {
             .map_or_else(Vec::new, |v| v.iter().take_while(|(at, _)| *at < lsa).map(|(_, c)| c.clone()).collect())
     }
 
+    /// The class changes the transaction holding the record at `lsa` made before it, without
+    /// knowing where that transaction ends: its instance is the first of the trid's to end
+    /// after `lsa` (or the one still open); a later instance's changes all lie after `lsa`.
+    pub fn staged_before(&self, trid: i32, lsa: Lsa) -> Vec<ClassChange> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let ended = self.staged.range((Excluded((trid, Some(lsa))), Unbounded)).next().filter(|(k, _)| k.0 == trid);
+        let end = ended.and_then(|(k, _)| k.1);
+        self.staged(trid, end, lsa)
+    }
+
     /// Commits that changed class records.
     pub fn commits(&self) -> usize {
         self.commits.len()
@@ -545,147 +549,6 @@ impl CatalogAsOf {
             }
         }
         now
-    }
-}
-
-/// The candidate events of one range: its DML and DDL supplemental records with their images,
-/// filtered by trigger, table (the catalog as of each record) and operation; the user, the
-/// outcome and the position in the transaction are settled later.
-pub struct RangeEvents {
-    log: Arc<LogSet>,
-    walker: Walker,
-    opts: ChangeOptions,
-    extractor: Extractor,
-    catalog: CatalogAsOf,
-    pub records: u64,
-}
-
-impl RangeEvents {
-    pub fn new(
-        log: Arc<LogSet>,
-        start: Option<Lsa>,
-        end: Option<Lsa>,
-        opts: ChangeOptions,
-        versions: Arc<CatalogVersions>,
-    ) -> Result<Self> {
-        let walker = Walker::for_range(log.clone(), start, end, opts.on_encrypted)?;
-        let catalog = CatalogAsOf::new(versions, opts.user_schemas.clone(), opts.start);
-        Ok(RangeEvents { log, walker, opts, extractor: Extractor::default(), catalog, records: 0 })
-    }
-
-    pub fn next_event(&mut self) -> Result<Option<Event>> {
-        while let Some(rec) = self.walker.next_record()? {
-            self.records += 1;
-            let event = self.candidate(&rec)?;
-            if event.is_some() {
-                return Ok(event);
-            }
-        }
-        Ok(None)
-    }
-
-    /// The candidate event of the record at `lsa`, further on in the range: the records before
-    /// it are walked past (their supplements never parsed); None when no record starts at
-    /// `lsa` or it is no candidate.
-    pub fn event_at(&mut self, lsa: Lsa) -> Result<Option<Event>> {
-        while let Some(rec) = self.walker.next_record()? {
-            self.records += 1;
-            if rec.lsa < lsa {
-                continue;
-            }
-            return if rec.lsa == lsa { self.candidate(&rec) } else { Ok(None) };
-        }
-        Ok(None)
-    }
-
-    fn candidate(&mut self, rec: &crate::record::Record) -> Result<Option<Event>> {
-        crate::extract::check_system_record(&self.log, rec)?;
-        if rec.trid <= 0 || rec.rectype != LOG_SUPPLEMENTAL_INFO {
-            return Ok(None);
-        }
-        Ok(match self.extractor.supplement(&self.log, rec)? {
-            Supplement::Dml(dml) => {
-                let cat = self.catalog.at(rec.lsa, false);
-                changes::dml_candidate(&self.log, rec, &dml, &self.opts, cat)?
-            }
-            Supplement::Ddl(ddl) => changes::ddl_candidate(rec, ddl, &self.opts, self.catalog.at(rec.lsa, false)),
-            _ => None,
-        })
-    }
-}
-
-/// What the joins decided for an event they emit: its transaction's user and commit, its
-/// place in the transaction, and (CUBRID's own stream) the end of its transaction instance.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Verdict {
-    pub lsa: Lsa,
-    pub user: Option<Arc<str>>,
-    pub commit_lsa: Option<Lsa>,
-    pub commit_time: Option<i64>,
-    pub txn_seq: u32,
-    pub end: Option<Lsa>,
-}
-
-/// The events of a range that the joins decided to emit, in log order, each with its verdict
-/// applied and its instance end: only the records with a verdict are chased (the other
-/// candidates, aborted or undone or filtered out, never have an image read).
-pub struct DecidedEvents {
-    events: RangeEvents,
-    verdicts: Vec<Verdict>,
-    next: usize,
-}
-
-impl DecidedEvents {
-    pub fn new(events: RangeEvents, mut verdicts: Vec<Verdict>) -> Self {
-        verdicts.sort_by_key(|v| v.lsa);
-        DecidedEvents { events, verdicts, next: 0 }
-    }
-
-    /// The next decided event and the end of its transaction instance; None after the last.
-    /// A verdict with no candidate event at its LSA (the log changed between the passes of a
-    /// plan, or an image the candidate pass did not need failed) is an error, not a row
-    /// silently lost.
-    pub fn next_event(&mut self) -> Result<Option<(Event, Option<Lsa>)>> {
-        let Some(v) = self.verdicts.get(self.next) else { return Ok(None) };
-        self.next += 1;
-        let Some(mut e) = self.events.event_at(v.lsa)? else {
-            let msg = "the plan's candidate pass found a change event at this LSA and the final pass \
-                       finds none: did the log change during the job? (or, with on_error='skip', an \
-                       image only the final pass reads could not be rebuilt)";
-            return Err(LogError::corrupt(&self.events.log.set_name(), v.lsa, msg));
-        };
-        e.user = v.user.clone();
-        e.commit_lsa = v.commit_lsa;
-        e.commit_time = v.commit_time;
-        e.txn_seq = v.txn_seq;
-        Ok(Some((e, v.end)))
-    }
-}
-
-/// Names and decodes events as the one-pass reader does when it emits them, and drops the
-/// images the mode does not keep. Committed-only stream: with the catalog as of the commit
-/// (`commit_lsa`). CUBRID's own stream: as of the change, with the class changes its own
-/// transaction made before it (`ends[i]`: the end of event `i`'s transaction, as in
-/// [`CatalogInput::Record`]). Markers (commit, abort, timer) pass through unchanged.
-pub fn finish_events(events: &mut [Event], ends: &[Option<Lsa>], versions: Arc<CatalogVersions>, opts: &ChangeOptions) {
-    let at = |e: &Event| if opts.committed_only { e.commit_lsa.unwrap_or(e.lsa) } else { e.lsa };
-    let mut order: Vec<usize> = (0..events.len()).collect();
-    order.sort_by_key(|&i| (at(&events[i]), events[i].lsa));
-    let mut catalog = CatalogAsOf::new(versions.clone(), opts.user_schemas.clone(), opts.start);
-    let now = (opts.decode && opts.keys == catalog::KeyMode::NameNow).then(|| catalog.at_end());
-    for i in order {
-        let e = &mut events[i];
-        if matches!(e.op, Op::Commit | Op::Abort | Op::Timer) {
-            continue;
-        }
-        let (cat, staged) = if opts.committed_only {
-            (catalog.at(e.commit_lsa.unwrap_or(e.lsa), true), Vec::new())
-        } else {
-            let end = ends.get(i).copied().flatten();
-            (catalog.at(e.lsa, false), versions.staged(e.trid, end, e.lsa))
-        };
-        e.typed = Some(Box::new(changes::type_event(cat, &staged, e, opts, now.as_ref())));
-        changes::keep_wanted_images(opts.mode, e);
     }
 }
 
@@ -804,6 +667,10 @@ mod tests {
         assert_eq!(v.staged(7, end, Lsa::new(10, 0)).len(), 0);
         assert_eq!(v.staged(7, end, Lsa::new(11, 0)).len(), 1);
         assert_eq!(v.staged(7, end, Lsa::new(49, 0)).len(), 2);
+        assert_eq!(v.staged_before(7, Lsa::new(11, 0)).len(), 1);
+        assert_eq!(v.staged_before(7, Lsa::new(49, 0)).len(), 2);
+        assert!(v.staged_before(7, Lsa::new(55, 0)).is_empty());
+        assert!(v.staged_before(8, Lsa::new(11, 0)).is_empty());
         // Another transaction under the same trid (another end), or still open: none.
         assert!(v.staged(7, Some(Lsa::new(60, 0)), Lsa::new(55, 0)).is_empty());
         assert!(v.staged(7, None, Lsa::new(55, 0)).is_empty());
