@@ -19,6 +19,10 @@ For each size a log is generated once by benches/workload.py into ``--cache`` (d
                 --pin-one the _1 cases run on one CPU, the JVM and its workers with them)
   format_1/_N   spark.read.format("walcdc") with a plan from walcdc.spark.source_plan (timed
                 with it), on local[1] and local[N] (with --spark)
+  table_1/_N    walcdc.spark.read_table_changes("dba.w_00") (typed structs; with --spark)
+  stream_1/_N   spark.readStream.format("walcdc"), one available-now micro-batch over the
+                whole log (the driver finds its end cursor, the tasks read the ranges; with
+                --spark)
 
 Each case reports seconds, MB/s of log written, items/s (records or events), MB/s per core,
 the time ratio to ``read``, the peak RSS of its process (which counts the pages of the
@@ -45,16 +49,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
-SPARK_CASES = ["spark_1", "spark_N", "format_1", "format_N"]
+SPARK_CASES = [f"{kind}_{n}" for kind in ("spark", "format", "table", "stream") for n in ("1", "N")]
 # Set (by --pin-one) for the case processes: local[1] runs on one CPU.
 PIN_ONE = "WALCDC_BENCH_PIN_ONE"
 # Cores of the Spark cases.
-CORES = {
-    "spark_N": os.cpu_count() or 1,
-    "spark_1": 1,
-    "format_N": os.cpu_count() or 1,
-    "format_1": 1,
-}
+CORES = {case: 1 if case.endswith("_1") else os.cpu_count() or 1 for case in SPARK_CASES}
 
 
 def log_for(size: int, cache: Path, seed: int, page_size: int) -> Path:
@@ -83,6 +82,7 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
                 while fh.readinto(buf):
                     pass
     elif case in SPARK_CASES:
+        items = 0
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
@@ -110,11 +110,34 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
             plan = source_plan(spark, path, split_bytes=64 << 20)
             reader = spark.read.format("walcdc").option("plan", plan).option("decode", "false")
             df = reader.load(path)
+        elif case.startswith("table"):
+            from walcdc.spark import read_table_changes
+
+            df = read_table_changes(spark, path, "dba.w_00", split_bytes=64 << 20)
+        elif case.startswith("stream"):
+            import tempfile
+
+            import walcdc.spark_source
+
+            walcdc.spark_source.register(spark)
+            df = None
+            with tempfile.TemporaryDirectory() as ckpt:
+                query = (
+                    spark.readStream.format("walcdc")
+                    .option("decode", "false")
+                    .option("split_bytes", 64 << 20)
+                    .load(path)
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", ckpt)
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                query.awaitTermination()
+                items = sum(p["numInputRows"] for p in query.recentProgress)
         else:
             df = read_changes(spark, path, decode=False, split_bytes=64 << 20)
-        df.write.format("noop").mode("overwrite").save()
-        items = 0
-        spark.stop()
+        if df is not None:
+            spark.stop()
     else:
         import walcdc
 

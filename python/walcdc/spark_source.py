@@ -26,19 +26,21 @@ Streaming reads (Structured Streaming over a followed log)::
              .writeStream.format("parquet").option("checkpointLocation", CKPT).start(OUT))
 
 Offsets are walcdc cursors (JSON): where the committed stream stood. For each micro-batch the
-driver-side reader reads the log from the previous offset to what is written now (images left
-out: only to find the new cursor) and the micro-batch's task reads the same span again with
-images, stopping at that offset's last commit, so a micro-batch holds whole transactions in
-commit order, the same events whatever the log grew meanwhile. With Spark's checkpoint and a
+driver finds the cursor where the sealed records end now (a walk of what is new: no image is
+read), and the micro-batch is the plan of ranges of ``read_changes(cursor=previous offset,
+end=that cursor's position)``: its catalog read on the driver from the previous offset's
+catalog checkpoint, each range read once by a task with the same range reader as batch reads.
+A micro-batch thus holds whole transactions in commit order (those committing between the two
+offsets), the same events whatever the log grew meanwhile. With Spark's checkpoint and a
 file sink the query is exactly once end to end: a restarted query re-reads a micro-batch from
 the offsets it had logged, and the sink commits each micro-batch once. The rows and types are
 those of :func:`walcdc.read_changes` (the Spark schema from the one mapping in
 :mod:`walcdc.spark`).
 
 Options (both): ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separated), ``mode``
-(``full`` by default), ``decode`` (``true``), ``keys``, ``on_partial`` (``skip``). Batch only:
-``committed_only``, ``start``, ``end``, ``cursor`` (JSON), ``split_bytes``, ``on_encrypted``,
-``plan``. The log
+(``full`` by default), ``decode`` (``true``), ``keys``, ``on_partial`` (``skip``),
+``split_bytes``. Batch only: ``committed_only``, ``start``, ``end``, ``cursor`` (JSON),
+``on_encrypted``, ``plan``. The log
 directory is the path given to ``load``; every executor must read it at that path.
 """
 
@@ -47,7 +49,6 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Optional
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from walcdc.errors import InvalidArgumentError
 
@@ -108,6 +109,7 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
     def __init__(self, path: str, options: Dict[str, str], schema):
         self.path = path
         self.read_options = _read_options(options)
+        self.split = _split_bytes(options)
         self.schema = schema
         self._last: Dict[str, Any] = self.initialOffset()
 
@@ -115,6 +117,9 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         return {"cursor": None}
 
     def latestOffset(self, start=None, limit=None) -> Dict[str, Any]:  # noqa: N802
+        """The cursor where the log's sealed records end now: the committed stream from the
+        previous offset with no event asked for but commit markers (a walk: no image is read,
+        no row decoded), which leaves the same cursor as the full stream."""
         import walcdc
 
         start = start if start is not None else self._last
@@ -123,7 +128,9 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
             cursor=_cursor(start),
             follow=True,
             idle_timeout=0,  # what is written now, sealed records only
-            **{**self.read_options, "decode": False, "mode": "id"},
+            ops=["commit"],
+            mode="id",
+            decode=False,
         )
         for _ in stream:
             pass
@@ -138,35 +145,67 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         return self._last
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]):
+        """The micro-batch from cursor ``start`` to cursor ``end``: the plan of ranges of
+        ``read_changes(cursor=start, end=end.position)`` (the transactions committing after
+        ``start``'s last commit up to ``end``'s), each range read once by a task."""
+        import walcdc
+
         if end.get("cursor") is None or end == start:
             return []
-        return [_Span(start.get("cursor"), end["cursor"])]
+        log = walcdc.open_log(self.path)
+        plan = _stream_plan(log, self.split, _cursor(start), _cursor(end))
+        if plan is None:  # no supplemental record in the span: the local stream decides
+            return [_Span(start.get("cursor"), end["cursor"])]
+        return [_Part(p, plan, self.read_options, {}) for p in plan["parts"]]
 
-    def read(self, partition: _Span) -> Iterator[pa.RecordBatch]:
+    def read(self, partition) -> Iterator[pa.RecordBatch]:
         import walcdc
         from walcdc.changes import Cursor
 
-        last = Cursor.from_json(partition.end).last_commit_lsa
         target = _spark_arrow(self.schema)
+        if isinstance(partition, _Part):
+            log = walcdc.open_log(partition.plan["paths"])
+            yield from _read_range(log, partition.plan, partition.spec, partition, target)
+            return
         stream = walcdc.read_changes(
             self.path,
             cursor=Cursor.from_json(partition.start) if partition.start else None,
-            follow=True,
-            idle_timeout=0,
+            end=Cursor.from_json(partition.end).position,
             **self.read_options,
         )
         for batch in stream:
-            commit = batch.column("commit_lsa")
-            keep = pc.less_equal(commit, pa.scalar(last, commit.type))
-            kept = batch.filter(keep)
-            if kept.num_rows:
-                yield pa.Table.from_batches([kept]).cast(target).combine_chunks().to_batches()[0]
-            if kept.num_rows < batch.num_rows:
-                stream.close()
-                break
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch]).cast(target).combine_chunks().to_batches()[0]
 
     def commit(self, end: Dict[str, Any]) -> None:
         pass  # nothing to trim: the log is the source of truth
+
+
+def _split_bytes(options: Dict[str, str]) -> int:
+    from walcdc.spark import DEFAULT_SPLIT_BYTES
+
+    return int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
+
+
+def _stream_plan(log, split: int, start, end) -> Optional[Dict[str, Any]]:
+    """A micro-batch's plan of ranges (cursors ``start``, None: the log's start, and ``end``),
+    its catalog read here from ``start``'s catalog checkpoint to ``end``'s position; None
+    where the window holds no supplemental record."""
+    from walcdc.changes import OPTION_DEFAULTS
+    from walcdc.spark import (
+        _catalog_of,
+        _catalog_ranges,
+        _checked_options,
+        _range_plan,
+        _reduced_here,
+    )
+
+    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    checked.update(cursor=start, end=end.position, decode=False)
+    kwargs, skip, seed = _checked_options(log, **checked)
+    ranges = _catalog_ranges(log, kwargs, seed, split, whole=False)
+    catalog = _catalog_of(log, kwargs, seed, ranges, _reduced_here(log, ranges, kwargs))
+    return _range_plan(log, kwargs, skip, seed, split, catalog)
 
 
 def _cursor(offset: Dict[str, Any]):
@@ -363,9 +402,9 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     import walcdc
     from walcdc.changes import Cursor
     from walcdc.options import position
-    from walcdc.spark import DEFAULT_SPLIT_BYTES, _clip, _plan_dict
+    from walcdc.spark import _clip, _plan_dict
 
-    split = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
+    split = _split_bytes(options)
     committed_only = options.get("committed_only", "true").lower() != "false"
     on_encrypted = options.get("on_encrypted", "raise")
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
