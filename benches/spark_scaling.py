@@ -40,6 +40,7 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     import walcdc
     from walcdc import spark as ws
     from walcdc.changes import OPTION_DEFAULTS
+    from walcdc.spark import plan
 
     spark = (
         SparkSession.builder.master(f"local[{cores}]")
@@ -53,9 +54,9 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     log = walcdc.open_log(path)
     split = split_mb << 20
-    paths = ws._volume_paths(log)
+    paths = plan.volume_paths(log)
     options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    kwargs, _, seed = ws._checked_options(log, **{**options, "on_encrypted": "skip"})
+    kwargs, _, seed = plan.checked_options(log, **{**options, "on_encrypted": "skip"})
 
     class Collected:
         """A job whose result is collected on the driver (the catalog): ``write`` runs it."""
@@ -74,15 +75,15 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
             return self
 
         def save(self):
-            ws._CATALOGS.clear()
+            plan.CATALOGS.clear()
             self.run()
 
     def catalog():
-        return Collected(lambda: ws._committed_catalog(spark, log, paths, kwargs, seed, split))
+        return Collected(lambda: plan.read_catalog(spark, log, paths, kwargs, seed, split))
 
     def fresh(make):
         def run():
-            ws._CATALOGS.clear()  # each run builds its catalog, as a first read does
+            plan.CATALOGS.clear()  # each run builds its catalog, as a first read does
             return make()
 
         return run

@@ -170,12 +170,12 @@ def _pages_of(log, versions, spans, committed_only=True):
 
 def _task_spans(ranges, tasks: int):
     """The ranges as ``tasks`` Spark tasks get them (consecutive slices), each task's joined
-    into one span (``walcdc.spark._spans``)."""
-    from walcdc.spark import _spans
+    into one span (``walcdc.spark.tasks.spans``)."""
+    from walcdc.spark.tasks import spans
 
     n = len(ranges)
     return [
-        span for i in range(tasks) for span in _spans(ranges[i * n // tasks : (i + 1) * n // tasks])
+        span for i in range(tasks) for span in spans(ranges[i * n // tasks : (i + 1) * n // tasks])
     ]
 
 

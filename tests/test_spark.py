@@ -395,10 +395,10 @@ def test_pass_three_gives_each_task_its_share_of_ranges_with_one_shuffle(spark):
     part adds no second shuffle."""
     from pyspark.sql import functions as F
 
-    from walcdc import spark as ws
+    from walcdc.spark import plan
 
     parts = 7
-    keys = ws._partition_keys(parts)
+    keys = plan.partition_keys(parts)
     df = spark.createDataFrame(
         [(keys[i % parts], i) for i in range(3 * parts)], "part int, i int"
     ).repartition(parts, "part")

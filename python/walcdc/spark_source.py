@@ -51,6 +51,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pyarrow as pa
 
 from walcdc.errors import InvalidArgumentError
+from walcdc.spark.plan import range_plan_here
 
 __all__ = ["WalcdcDataSource", "register"]
 
@@ -153,7 +154,9 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         if end.get("cursor") is None or end == start:
             return []
         log = walcdc.open_log(self.path)
-        plan = _stream_plan(log, self.split, _cursor(start), _cursor(end))
+        plan = range_plan_here(
+            log, self.split, cursor=_cursor(start), end=_cursor(end).position, whole=False
+        )
         if plan is None:  # no supplemental record in the span: the local stream decides
             return [_Span(start.get("cursor"), end["cursor"])]
         return [_Part(p, plan, self.read_options, {}) for p in plan["parts"]]
@@ -182,30 +185,9 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
 
 
 def _split_bytes(options: Dict[str, str]) -> int:
-    from walcdc.spark import DEFAULT_SPLIT_BYTES
+    from walcdc.spark.plan import DEFAULT_SPLIT_BYTES
 
     return int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
-
-
-def _stream_plan(log, split: int, start, end) -> Optional[Dict[str, Any]]:
-    """A micro-batch's plan of ranges (cursors ``start``, None: the log's start, and ``end``),
-    its catalog read here from ``start``'s catalog checkpoint to ``end``'s position; None
-    where the window holds no supplemental record."""
-    from walcdc.changes import OPTION_DEFAULTS
-    from walcdc.spark import (
-        _catalog_of,
-        _catalog_ranges,
-        _checked_options,
-        _range_plan,
-        _reduced_here,
-    )
-
-    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    checked.update(cursor=start, end=end.position, decode=False)
-    kwargs, skip, seed = _checked_options(log, **checked)
-    ranges = _catalog_ranges(log, kwargs, seed, split, whole=False)
-    catalog = _catalog_of(log, kwargs, seed, ranges, _reduced_here(log, ranges, kwargs))
-    return _range_plan(log, kwargs, skip, seed, split, catalog)
 
 
 def _cursor(offset: Dict[str, Any]):
@@ -318,7 +300,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
         import walcdc
         from walcdc.changes import OPTION_DEFAULTS, _open_stream
-        from walcdc.spark import _cast
+        from walcdc.spark.types import cast_batch
 
         if not isinstance(partition, _Part):
             return  # Spark's one empty partition: the filters select nothing
@@ -339,7 +321,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         target = _spark_arrow(self.schema)
         for batch in stream:
             if batch.num_rows:
-                yield _cast(batch, target)
+                yield cast_batch(batch, target)
 
 
 def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
@@ -348,7 +330,7 @@ def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
 
     import walcdc._native as native
     from walcdc.changes import OPTION_DEFAULTS, _native_options
-    from walcdc.spark import _cast
+    from walcdc.spark.types import cast_batch
 
     options = {**OPTION_DEFAULTS, **partition.options}
     options.update(
@@ -381,7 +363,7 @@ def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         batch = pa.record_batch(batch)
         if batch.num_rows:
-            yield _cast(batch, target)
+            yield cast_batch(batch, target)
 
 
 def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:
@@ -402,7 +384,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     import walcdc
     from walcdc.changes import Cursor
     from walcdc.options import position
-    from walcdc.spark import _clip, _plan_dict
+    from walcdc.spark.plan import clip, plan_dict
 
     split = _split_bytes(options)
     committed_only = options.get("committed_only", "true").lower() != "false"
@@ -410,13 +392,21 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
     start = None if cursor is not None else options.get("start")
     end = options.get("end")
-    plan = _local_range_plan(log, split, committed_only, cursor, start, end, on_encrypted)
+    plan = range_plan_here(
+        log,
+        split,
+        cursor=cursor,
+        start=start,
+        end=end,
+        committed_only=committed_only,
+        on_encrypted=on_encrypted,
+    )
     if plan is not None:
         return plan
     start_key, end_key = position(log, start, "start"), position(log, end, "end")
     if cursor is not None:
         start_key = cursor.restart_lsa
-    bounds = [e for _, e in _clip(log.ranges(split), start_key, end_key)]
+    bounds = [e for _, e in clip(log.ranges(split), start_key, end_key)]
     first = {"start": start, "cursor": None if cursor is None else cursor.to_json()}
     parts = [dict(first, end=bounds[0])]
     at = cursor
@@ -435,35 +425,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
             pass
         at = stream.cursor
         parts.append({"cursor": at.to_json(), "end": bounds[i + 1]})
-    return _plan_dict(log, not committed_only, on_encrypted, parts)
-
-
-def _local_range_plan(log, split: int, committed_only: bool, cursor, start, end, on_encrypted):
-    """The plan of ranges each read once (:func:`walcdc.spark._range_plan`),
-    its catalog read here (each range reduced, then joined), or None where the cursor-per-part
-    plan still decides."""
-    from walcdc.changes import OPTION_DEFAULTS
-    from walcdc.spark import (
-        _catalog_of,
-        _catalog_ranges,
-        _checked_options,
-        _range_plan,
-        _reduced_here,
-    )
-
-    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    checked.update(
-        start=start,
-        end=end,
-        cursor=cursor,
-        committed_only=committed_only,
-        on_encrypted=on_encrypted,
-        decode=False,
-    )
-    kwargs, skip, seed = _checked_options(log, **checked)
-    ranges = _catalog_ranges(log, kwargs, seed, split, whole=True)
-    catalog = _catalog_of(log, kwargs, seed, ranges, _reduced_here(log, ranges, kwargs))
-    return _range_plan(log, kwargs, skip, seed, split, catalog)
+    return plan_dict(log, not committed_only, on_encrypted, parts)
 
 
 def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):

@@ -1,0 +1,381 @@
+"""The driver's side of a parallel read: the ranges and how they spread over tasks, the read
+options checked once, the catalog (one Spark job, each range reduced where it is read, joined
+here) and the data source's plans. Every Spark job the plan runs, and every collect, is here
+or in :mod:`walcdc.spark.facts`."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import sys
+from collections import OrderedDict
+from typing import List, Optional, Tuple
+
+import pyarrow as pa
+
+from walcdc.errors import InvalidArgumentError, argument_error
+from walcdc.logset import LogSet
+from walcdc.spark import tasks
+from walcdc.spark.types import spark_arrow_schema
+
+DEFAULT_SPLIT_BYTES = 64 << 20
+
+
+def use_driver_python(spark) -> None:
+    """In local mode, Python workers run the driver's own interpreter (where walcdc is
+    installed) unless PYSPARK_PYTHON or spark.pyspark.python says otherwise: PySpark's default
+    is whatever ``python3`` is first on the PATH."""
+    try:
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 -- Spark Connect: the server decides
+        return
+    configured = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
+    if sc.master.startswith("local") and not configured:
+        sc.pythonExec = sys.executable
+
+
+def volume_paths(log: LogSet) -> List[str]:
+    """Absolute volume paths the executors open (a directory was expanded on the driver)."""
+    return [os.path.abspath(v["path"]) for v in log.header()["volumes"]]
+
+
+def clip(
+    ranges: List[Tuple[Optional[int], Optional[int]]], start: Optional[int], end: Optional[int]
+) -> List[Tuple[Optional[int], Optional[int]]]:
+    """The ranges cut to ``[start, end)`` (LSA keys; None is open)."""
+    out = []
+    for s, e in ranges:
+        if start is not None and (e is not None and e <= start):
+            continue
+        if end is not None and (s is not None and s >= end):
+            continue
+        if start is not None and (s is None or s < start):
+            s = start
+        if end is not None and (e is None or e > end):
+            e = end
+        out.append((s, e))
+    return out
+
+
+def cut(
+    ranges: List[Tuple[Optional[int], Optional[int]]], at: Optional[int]
+) -> List[Tuple[Optional[int], Optional[int]]]:
+    """The ranges with the one holding ``at`` split there (a range then starts exactly at it)."""
+    if at is None:
+        return ranges
+    out = []
+    for s, e in ranges:
+        if (s is None or s < at) and (e is None or at < e):
+            out += [(s, at), (at, e)]
+        else:
+            out.append((s, e))
+    return out
+
+
+def _task_count(spark, ranges: int, per_core: int, log_bytes: Optional[int] = None) -> int:
+    """Tasks for ``ranges`` ranges: ``per_core`` per core of the session (small tasks even
+    out uneven ranges), at most one per range and, given the log's size, one per
+    ``_TASK_BYTES`` of it (below that a task costs more to schedule than it reads)."""
+    try:
+        tasks = per_core * spark.sparkContext.defaultParallelism
+    except Exception:  # noqa: BLE001 -- Spark Connect has no SparkContext: its shuffle width
+        tasks = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    if log_bytes is not None:
+        tasks = min(tasks, -(-log_bytes // _TASK_BYTES))
+    return max(1, min(ranges, tasks))
+
+
+_TASK_BYTES = 8 << 20
+
+
+def _spark_hash(value: int) -> int:
+    """Spark's hash of an int column (Murmur3 x86_32 of its four bytes, seed 42), signed:
+    ``repartition(n, col)`` puts a row in partition ``hash mod n``."""
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+    k = rotl((value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF, 15) * 0x1B873593 & 0xFFFFFFFF
+    h = (rotl(42 ^ k, 13) * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & 0xFFFFFFFF
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_keys(parts: int) -> List[int]:
+    """For each partition ``p`` of ``parts``, an int that ``repartition(parts, col)`` sends to
+    ``p``: ranges given the key of ``i mod parts`` fill every partition evenly, which hashing
+    the range numbers themselves does not (a third of the partitions empty, others doubled)."""
+    keys: List[Optional[int]] = [None] * parts
+    missing, k = parts, 0
+    while missing:
+        p = _spark_hash(k) % parts  # Python's % is Spark's pmod
+        if keys[p] is None:
+            keys[p] = k
+            missing -= 1
+        k += 1
+    return keys  # type: ignore[return-value]
+
+
+def log_bytes(paths: List[str]) -> int:
+    return sum(os.stat(p).st_size for p in paths)
+
+
+def ranges_frame(spark, ranges, log_bytes: int, parts: Optional[int] = None):
+    """One row per range, spread over at most four tasks per core of the session and one per
+    ``_TASK_BYTES`` of the log's ``log_bytes`` (ranges beyond that share a task: each stage
+    over a small log is then one or two tasks, not eight); with ``parts``, a ``part`` column:
+    the key that sends range ``i`` to partition ``i mod parts`` (see
+    :func:`partition_keys`)."""
+    from pyspark.sql import types as T
+
+    fields = [
+        T.StructField("i", T.IntegerType(), False),
+        T.StructField("start", T.LongType(), True),
+        T.StructField("end", T.LongType(), True),
+    ]
+    rows = [(i, s, e) for i, (s, e) in enumerate(ranges)]
+    if parts is not None:
+        keys = partition_keys(parts)
+        rows = [(*r, keys[r[0] % parts]) for r in rows]
+        fields.append(T.StructField("part", T.IntegerType(), False))
+    schema = T.StructType(fields)
+    try:
+        tasks = _task_count(spark, len(rows), 4, log_bytes)
+        return spark.createDataFrame(spark.sparkContext.parallelize(rows, tasks), schema)
+    except Exception:  # noqa: BLE001 -- Spark Connect has no SparkContext
+        return spark.createDataFrame(rows, schema)
+
+
+def checked_options(log: LogSet, *, cursor, **options):
+    """The keyword arguments of the native ``change_options`` (what tasks rebuild them from),
+    checked once on the driver; ``skip``: a cursor becomes the start, and what the earlier
+    run emitted (``(last_commit_lsa, txn_offset, position)``); ``seed``: the cursor's catalog
+    checkpoint (the facts start there instead of at the beginning of the log), or None."""
+    import walcdc._native as native
+    from walcdc.changes import _native_options
+
+    kwargs = _native_options(log, cursor=cursor, memory_limit=256 << 20, **options)
+    if kwargs["on_partial"] != "skip":
+        raise argument_error(
+            "on_partial",
+            '{}"emit" is read locally only (walcdc.read_changes); on Spark, transactions begun '
+            "before the oldest volume are left out",
+        )
+    native.check_cursor(log._native, log._native.change_options(**kwargs))
+    seed = kwargs.pop("checkpoint", None)
+    skip = None
+    if kwargs["cursor"] is not None:
+        _, restart, last_commit, offset, position, _ = kwargs["cursor"]
+        kwargs.update(start=restart, cursor=None)
+        skip = (last_commit, offset, position)
+    if kwargs["start"] is not None:
+        log.records(start=kwargs["start"], end=kwargs["start"]).read_all()  # a record start
+    return kwargs, skip, seed
+
+
+def first_commit_after(log: LogSet, kwargs: dict, last_commit: Optional[int]) -> Optional[int]:
+    """The first commit record after ``last_commit`` from the window's start on (a cursor's
+    restart point, before it), read on the driver: the records from the later of the two up to
+    that commit (the tail of one transaction; no image is read)."""
+    import pyarrow.compute as pc
+
+    start = kwargs["start"]
+    if last_commit is not None and (start is None or last_commit > start):
+        start = last_commit
+    records = log.records(
+        start=start,
+        end=kwargs["end"],
+        on_encrypted=kwargs["on_encrypted"],
+        batch_size=4096,
+        columns=["lsa", "trid", "type"],
+    )
+    for batch in records:
+        types = batch.column("type").cast(pa.string())
+        commits = batch.filter(
+            pc.and_(pc.equal(types, "LOG_COMMIT"), pc.greater(batch.column("trid"), 0))
+        )
+        if last_commit is not None:
+            commits = commits.filter(pc.greater(commits.column("lsa"), last_commit))
+        if commits.num_rows:
+            return commits.column("lsa")[0].as_py()
+    return None
+
+
+KEPT = 4
+
+
+def session_key(spark):
+    try:
+        return spark.sparkContext.applicationId
+    except Exception:  # noqa: BLE001 -- Spark Connect
+        return id(spark)
+
+
+#: Catalog versions of recent committed reads (as ``FACTS``).
+CATALOGS: OrderedDict[tuple, Tuple[bytes, int]] = OrderedDict()
+
+
+def read_catalog(spark, log: LogSet, paths: List[str], kwargs: dict, seed, split_bytes, whole=None):
+    """The catalog versions of a committed read and the supplemental records in its window,
+    from one Spark job: each range reduced where it is read to what the catalog needs
+    (``RangeCatalog``: its DDL transactions' class-record writes, and the writes of the
+    transactions open at its edges), joined on the driver in log order. What the driver holds
+    is bounded by the DDL and the transactions open at range edges, not by the changes.
+    ``whole``: the versions cover the log to its end (by default only with keys that are the
+    names at the end of the log)."""
+    if whole is None:
+        whole = kwargs["decode"] and kwargs["keys"] == "name_now"
+    ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
+    stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+    seed_key = hashlib.sha256(seed).digest() if seed is not None else None
+    key = (session_key(spark), stats, tuple(ranges), kwargs["on_encrypted"], seed_key)
+    if key in CATALOGS:
+        CATALOGS.move_to_end(key)
+        return CATALOGS[key]
+    on_spark = reduced_on_spark(spark, paths, ranges, kwargs)
+    reduced = catalog_of(log, kwargs, seed, ranges, on_spark)
+    CATALOGS[key] = reduced
+    while len(CATALOGS) > KEPT:
+        CATALOGS.popitem(last=False)
+    return reduced
+
+
+def catalog_ranges(log: LogSet, kwargs: dict, seed, split_bytes: int, whole: bool):
+    """The ranges the catalog is read from: from the beginning of the log (or the cursor's
+    checkpoint) to the window's end (``whole``: the log's), cut at the window's edges."""
+    import walcdc._native as native
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    seed_at = native.checkpoint_info(seed)[0] if seed is not None else None
+    if seed_at is not None and start_key is not None and seed_at > start_key:
+        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
+    ranges = clip(log.ranges(split_bytes), seed_at, None if whole else end_key)
+    return cut(cut(ranges, start_key), end_key)
+
+
+def reduced_on_spark(spark, paths: List[str], ranges, kwargs: dict):
+    """Each range's ``(RangeCatalog bytes, supplemental records)``, in order, from one job."""
+    from pyspark.sql import types as T
+
+    on_encrypted = kwargs["on_encrypted"]
+    schema = T.StructType(
+        [
+            T.StructField("i", T.IntegerType(), False),
+            T.StructField("catalog", T.BinaryType(), False),
+            T.StructField("supplemental", T.LongType(), False),
+        ]
+    )
+    target = spark_arrow_schema(spark, schema)
+
+    reduce = tasks.catalog_reducer(paths, on_encrypted, target)
+    frame = ranges_frame(spark, ranges, log_bytes(paths)).mapInArrow(reduce, schema)
+    rows = sorted(frame.collect(), key=lambda r: r.i)
+    if [r.i for r in rows] != list(range(len(ranges))):
+        raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
+    return [(bytes(r.catalog), r.supplemental) for r in rows]
+
+
+def reduced_here(log: LogSet, ranges, kwargs: dict):
+    """As :func:`reduced_on_spark`, read in this process."""
+    import walcdc._native as native
+
+    return [native.range_catalog(log._native, s, e, kwargs["on_encrypted"]) for s, e in ranges]
+
+
+def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int]:
+    """The catalog versions from the ranges' reductions, and the supplemental records in the
+    window."""
+    import walcdc._native as native
+
+    start_key, end_key = kwargs["start"], kwargs["end"]
+    seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
+    inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
+    versions, _ = native.catalog_versions(log._native, inputs, seed)
+    in_window = [
+        n
+        for (_, n), (s, _) in zip(reduced, ranges)
+        if (start_key is None or (s is not None and s >= start_key))
+        and (end_key is None or s is None or s < end_key)
+    ]
+    return versions, sum(in_window)
+
+
+def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, catalog) -> Optional[dict]:
+    """A data source plan whose parts are the window's ranges, each read once by the range
+    reader (``range_changes``) with the plan's catalog versions (``catalog``: ``(versions,
+    supplemental records in the window)`` covering the log to its end, so that any read option
+    fits). None where the cursor-per-part plan still decides: a window with no supplemental
+    record (the one-pass reader's ``supplemental_log=0`` check)."""
+    versions, supplemental = catalog
+    if not supplemental:
+        return None
+    engine = not kwargs["committed_only"]
+    ranges = clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
+    plan = plan_dict(
+        log, engine, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
+    )
+    last_commit, offset, position = skip if skip is not None else (None, 0, None)
+    first_skipped = None
+    if offset and not engine:
+        first_skipped = first_commit_after(log, kwargs, last_commit)
+    plan.update(
+        versions=base64.b64encode(versions).decode(),
+        start=kwargs["start"],
+        skip=None if skip is None else [last_commit, position, offset, first_skipped],
+        seed=None if seed is None else base64.b64encode(seed).decode(),
+    )
+    return plan
+
+
+def plan_dict(
+    log: LogSet, engine: bool, on_encrypted: str, parts: list, seed=None, inputs=()
+) -> dict:
+    """A data source plan (:func:`source_plan`, or the one the data source makes itself):
+    its ``parts`` and what every part shares."""
+    return {
+        "walcdc_plan": 1,
+        "paths": volume_paths(log),
+        "db_creation": log.header()["db_creation"],
+        "engine": engine,
+        "on_encrypted": on_encrypted,
+        "seed": None if seed is None else base64.b64encode(seed).decode(),
+        "inputs": [list(i) for i in inputs],
+        "parts": parts,
+    }
+
+
+def range_plan_here(
+    log: LogSet,
+    split_bytes: int,
+    *,
+    cursor=None,
+    start=None,
+    end=None,
+    committed_only: bool = True,
+    on_encrypted: str = "raise",
+    whole: bool = True,
+) -> Optional[dict]:
+    """:func:`range_plan` with its catalog read in this process (each range reduced, then
+    joined), where there is no Spark session (a data source's planner, a streaming
+    micro-batch); ``whole``: the catalog to the end of the log (else to ``end``)."""
+    from walcdc.changes import OPTION_DEFAULTS
+
+    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
+    checked.update(
+        start=start,
+        end=end,
+        cursor=cursor,
+        committed_only=committed_only,
+        on_encrypted=on_encrypted,
+        decode=False,
+    )
+    kwargs, skip, seed = checked_options(log, **checked)
+    ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
+    catalog = catalog_of(log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs))
+    return range_plan(log, kwargs, skip, seed, split_bytes, catalog)

@@ -1,0 +1,124 @@
+"""What runs on the executors: the functions ``mapInArrow`` applies to the rows of ranges
+(``i``, ``start``, ``end``: LSA keys, None for open). Each is made from plain values (volume
+paths, option dicts, bytes or a broadcast of them, Arrow schemas), so what Spark pickles is
+what the task needs and never a driver object; each task opens the volumes itself."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, List, Optional, Tuple
+
+import pyarrow as pa
+
+from walcdc.spark.types import cast_batch
+
+Range = Tuple[Optional[int], Optional[int]]
+Task = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def spans(ranges: List[Range]) -> List[Range]:
+    """Adjacent ranges (one's end the next one's start) joined: a task reads its consecutive
+    ranges as one span, so a transaction crossing from one to the next is not read back along
+    its chain at each edge."""
+    out: List[List[Optional[int]]] = []
+    for s, e in ranges:
+        if out and out[-1][1] is not None and out[-1][1] == s:
+            out[-1][1] = e
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _rows(tasks: Iterator[pa.RecordBatch], *columns: str):
+    for t in tasks:
+        yield from zip(*(t.column(c).to_pylist() for c in columns))
+
+
+def records_reader(paths: List[str], payloads: bool, on_encrypted: str, target) -> Task:
+    """Each range's records (``LogSet.records``)."""
+
+    def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import walcdc
+
+        log = walcdc.open_log(paths)
+        for s, e in _rows(tasks, "start", "end"):
+            reader = log._native.records(
+                start=s, end=e, payloads=payloads, on_encrypted=on_encrypted, range=True
+            )
+            for batch in reader:
+                yield cast_batch(pa.record_batch(batch), target)
+
+    return read
+
+
+def changes_reader(
+    paths: List[str],
+    options: dict,
+    versions,
+    skip: Tuple[Optional[int], int, Optional[int]],
+    first_skipped: Optional[int],
+    typed: Optional[list],
+    target,
+) -> Task:
+    """A task's ranges read as spans by the range reader (``range_changes``): the events of
+    the stream of ``options`` (the native ``change_options`` arguments) that lie in them.
+    ``versions``: the catalog versions (bytes, or a broadcast of them); ``skip``: what an
+    earlier run emitted (``(last_commit, txn_offset, position)``), the offset skipped by the
+    span holding ``first_skipped``; ``typed``: a table's columns (typed structs)."""
+    last_commit, offset, position = skip
+
+    def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import walcdc
+        import walcdc._native as native
+
+        log = walcdc.open_log(paths)
+        native_options = log._native.change_options(**options)
+        shared = versions.value if hasattr(versions, "value") else versions
+        for s, e in spans(list(_rows(tasks, "start", "end"))):
+            holds = first_skipped is not None and (s is None or s <= first_skipped)
+            holds = holds and (e is None or first_skipped < e)
+            batches = native.range_changes(
+                log._native,
+                native_options,
+                shared,
+                s,
+                e,
+                skip_commits_upto=last_commit,
+                skip_before=position,
+                skip_events=offset if holds else 0,
+                columns=typed,
+            )
+            for b in batches:
+                yield cast_batch(pa.record_batch(b), target)
+
+    return read
+
+
+def catalog_reducer(paths: List[str], on_encrypted: str, target) -> Task:
+    """Each range reduced to what the catalog needs: a row ``(i, RangeCatalog bytes,
+    supplemental records)``."""
+
+    def reduce(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import walcdc
+        import walcdc._native as native
+
+        log = walcdc.open_log(paths)
+        for i, s, e in _rows(tasks, "i", "start", "end"):
+            catalog, supplemental = native.range_catalog(log._native, s, e, on_encrypted)
+            yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
+
+    return reduce
+
+
+def facts_reader(paths: List[str], on_encrypted: str, target) -> Task:
+    """Each range's facts (``walcdc_core::parallel::range_facts``)."""
+
+    def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import walcdc
+        import walcdc._native as native
+
+        log = walcdc.open_log(paths)
+        for s, e in _rows(tasks, "start", "end"):
+            b = native.range_facts(log._native, s, e, on_encrypted)
+            yield cast_batch(pa.record_batch(b), target)
+
+    return read
