@@ -179,3 +179,29 @@ def test_a_plan_that_does_not_fit_is_refused():
         source = WalcdcDataSource({"path": str(d), "plan": json.dumps(plan)})
         with pytest.raises(walcdc.InvalidArgumentError):
             source.reader(source.schema()).partitions()
+
+
+def test_a_window_with_no_supplemental_record(spark):
+    """A log written without supplemental logging is the same error as locally, planned by
+    Spark or where the read is planned; a window of a log written with it that holds no
+    supplemental record gives what the local stream gives (its timer rows)."""
+    from walcdc.spark import source_plan
+
+    d = fixture_dir("nosupp")
+    with pytest.raises(walcdc.NoSupplementalLogError):
+        source_plan(spark, d)
+    from walcdc.spark_source import WalcdcDataSource
+
+    source = WalcdcDataSource({"path": str(d)})
+    with pytest.raises(walcdc.NoSupplementalLogError):  # (Spark wraps what its planner raises)
+        source.reader(source.schema()).partitions()
+    d = fixture_dir("breadth")
+    records = walcdc.open_log(d).records(columns=["lsa", "supplement_type"]).read_all()
+    kinds = records.column("supplement_type")
+    end = records.column("lsa")[pc.index(pc.is_valid(kinds), True).as_py()].as_py()
+    ops = "insert,update,delete,ddl,commit,abort,timer"
+    want = walcdc.read_changes(d, end=end, ops=ops.split(",")).read_all()
+    from walcdc.lsa import format_lsa
+
+    same(want, load(spark, d, end=format_lsa(end), ops=ops))
+    same(want, load(spark, d, plan=source_plan(spark, d, end=end), ops=ops))

@@ -15,9 +15,7 @@ in it, in CUBRID's own the changes and markers that lie in it (what a transactio
 the range needs from its earlier records read back along its chain), with the catalog versions
 of the plan, which comes from the ``plan`` option (:func:`walcdc.spark.source_plan`, its
 catalog read by Spark) or, without it, from each range reduced to its class-record writes
-where Spark plans the read. A window with no supplemental record takes a plan of cursors (the
-local stream resumed at each range's start: ``docs/design.md``, "The walcdc data source").
-Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image
+where Spark plans the read (``docs/design.md``, "The walcdc data source"). Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image
 is built); the rows that pass are the whole stream's, ``txn_seq`` included.
 
 Streaming reads (Structured Streaming over a followed log)::
@@ -99,13 +97,6 @@ except ImportError:  # pragma: no cover - walcdc[spark] not installed
     InputPartition = object  # type: ignore[assignment,misc]
 
 
-class _Span(InputPartition):  # type: ignore[misc,valid-type]
-    """One micro-batch: from cursor ``start`` (None: the log's start) to ``end``."""
-
-    def __init__(self, start: Optional[str], end: str):
-        self.start, self.end = start, end
-
-
 class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
     def __init__(self, path: str, options: Dict[str, str], schema):
         self.path = path
@@ -157,28 +148,13 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         plan = range_plan_here(
             log, self.split, cursor=_cursor(start), end=_cursor(end).position, whole=False
         )
-        if plan is None:  # no supplemental record in the span: the local stream decides
-            return [_Span(start.get("cursor"), end["cursor"])]
         return [_Part(p, plan, self.read_options, {}) for p in plan["parts"]]
 
-    def read(self, partition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
         import walcdc
-        from walcdc.changes import Cursor
 
-        target = _spark_arrow(self.schema)
-        if isinstance(partition, _Part):
-            log = walcdc.open_log(partition.plan["paths"])
-            yield from _read_range(log, partition.plan, partition.spec, partition, target)
-            return
-        stream = walcdc.read_changes(
-            self.path,
-            cursor=Cursor.from_json(partition.start) if partition.start else None,
-            end=Cursor.from_json(partition.end).position,
-            **self.read_options,
-        )
-        for batch in stream:
-            if batch.num_rows:
-                yield pa.Table.from_batches([batch]).cast(target).combine_chunks().to_batches()[0]
+        log = walcdc.open_log(partition.plan["paths"])
+        yield from _read_range(log, partition, _spark_arrow(self.schema))
 
     def commit(self, end: Dict[str, Any]) -> None:
         pass  # nothing to trim: the log is the source of truth
@@ -285,7 +261,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         if self.pushed.get("table") is not None:
             from walcdc.options import TableIndex
 
-            index = TableIndex.of(log, since=_last_catalog(log, plan))
+            index = TableIndex.of(log, since=_seed(plan))
             oids = set()
             for name in self.pushed["table"]:
                 try:
@@ -299,39 +275,23 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
 
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
         import walcdc
-        from walcdc.changes import OPTION_DEFAULTS, _open_stream
-        from walcdc.spark.types import cast_batch
 
         if not isinstance(partition, _Part):
             return  # Spark's one empty partition: the filters select nothing
-        plan, spec = partition.plan, partition.spec
-        log = walcdc.open_log(plan["paths"])
-        if "versions" in plan:
-            yield from _read_range(log, plan, spec, partition, _spark_arrow(self.schema))
-            return
-        options = {**OPTION_DEFAULTS, **partition.options}
-        options.update(
-            start=spec.get("start"),
-            end=spec["end"],
-            cursor=_part_cursor(log, plan, spec),
-            committed_only=not plan["engine"],
-            on_encrypted=plan["on_encrypted"],
-        )
-        stream = _open_stream(log, options, batch_size=65536, narrow=partition.narrow)
-        target = _spark_arrow(self.schema)
-        for batch in stream:
-            if batch.num_rows:
-                yield cast_batch(batch, target)
+        log = walcdc.open_log(partition.plan["paths"])
+        yield from _read_range(log, partition, _spark_arrow(self.schema))
 
 
-def _read_range(log, plan, spec, partition, target) -> Iterator[pa.RecordBatch]:
-    """One range of a plan of ranges, read once: the transactions that commit in it."""
+def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
+    """One range of a plan, read once by the range reader: in the committed stream the
+    transactions that commit in it, in CUBRID's the changes and markers that lie in it."""
     import base64
 
     import walcdc._native as native
     from walcdc.changes import OPTION_DEFAULTS, _native_options
     from walcdc.spark.types import cast_batch
 
+    plan, spec = partition.plan, partition.spec
     options = {**OPTION_DEFAULTS, **partition.options}
     options.update(
         start=plan["start"],
@@ -373,92 +333,34 @@ def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:
     if not text:
         return None
     plan = json.loads(text)
-    if plan.get("walcdc_plan") != 1:
+    if plan.get("walcdc_plan") != 2:
         raise InvalidArgumentError("plan: not a plan from walcdc.spark.source_plan")
     return plan
 
 
 def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
-    """A plan found where the read is planned: the log read once (no images) in ranges of
-    ``split_bytes``, keeping the cursor where each range starts."""
-    import walcdc
+    """A plan made where the read is planned: the window's ranges, the catalog read here
+    (each range reduced to its class-record writes, joined)."""
     from walcdc.changes import Cursor
-    from walcdc.options import position
-    from walcdc.spark.plan import clip, plan_dict
 
-    split = _split_bytes(options)
-    committed_only = options.get("committed_only", "true").lower() != "false"
-    on_encrypted = options.get("on_encrypted", "raise")
     cursor = Cursor.from_json(options["cursor"]) if options.get("cursor") else None
-    start = None if cursor is not None else options.get("start")
-    end = options.get("end")
-    plan = range_plan_here(
+    return range_plan_here(
         log,
-        split,
+        _split_bytes(options),
         cursor=cursor,
-        start=start,
-        end=end,
-        committed_only=committed_only,
-        on_encrypted=on_encrypted,
+        start=None if cursor is not None else options.get("start"),
+        end=options.get("end"),
+        committed_only=options.get("committed_only", "true").lower() != "false",
+        on_encrypted=options.get("on_encrypted", "raise"),
     )
-    if plan is not None:
-        return plan
-    start_key, end_key = position(log, start, "start"), position(log, end, "end")
-    if cursor is not None:
-        start_key = cursor.restart_lsa
-    bounds = [e for _, e in clip(log.ranges(split), start_key, end_key)]
-    first = {"start": start, "cursor": None if cursor is None else cursor.to_json()}
-    parts = [dict(first, end=bounds[0])]
-    at = cursor
-    for i, b in enumerate(bounds[:-1]):
-        stream = walcdc.read_changes(
-            log,
-            start=start if i == 0 and at is None else None,
-            end=b,
-            cursor=at,
-            committed_only=committed_only,
-            on_encrypted=on_encrypted,
-            mode="id",
-            decode=False,
-        )
-        for _ in stream:
-            pass
-        at = stream.cursor
-        parts.append({"cursor": at.to_json(), "end": bounds[i + 1]})
-    return plan_dict(log, not committed_only, on_encrypted, parts)
 
 
-def _part_cursor(log, plan: Dict[str, Any], spec: Dict[str, Any]):
-    """The cursor a part starts from: given, or rebuilt from its fields and the plan's catalog
-    inputs (the checkpoint at its restart point)."""
-    from walcdc.changes import Cursor
-
-    if spec.get("cursor"):
-        return Cursor.from_json(spec["cursor"])
-    if spec.get("at") is None:
-        return None
+def _seed(plan: Dict[str, Any]) -> Optional[bytes]:
+    """The catalog checkpoint the plan starts from (a cursor's), if any: table names resolve
+    from it and the class records after it."""
     import base64
 
-    import walcdc._native as native
-
-    restart, last_commit, position = spec["at"]
-    seed = base64.b64decode(plan["seed"]) if plan.get("seed") else None
-    inputs = [tuple(i) for i in plan["inputs"]]
-    checkpoint = native.catalog_checkpoint(log._native, inputs, restart, seed)
-    return Cursor(
-        plan["db_creation"], restart, last_commit, 0, position, plan["engine"], checkpoint
-    )
-
-
-def _last_catalog(log, plan: Dict[str, Any]) -> Optional[bytes]:
-    """A catalog checkpoint as late in the plan as there is (table names resolve from it and
-    the class records after it)."""
-    if "versions" in plan:  # a plan of ranges: the cursor's checkpoint it starts from, if any
-        import base64
-
-        return base64.b64decode(plan["seed"]) if plan.get("seed") else None
-    last = _part_cursor(log, plan, plan["parts"][-1])
-    return None if last is None else last.catalog
+    return base64.b64decode(plan["seed"]) if plan.get("seed") else None
 
 
 class WalcdcDataSource(DataSource):  # type: ignore[misc,valid-type]

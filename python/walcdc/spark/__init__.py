@@ -37,7 +37,6 @@ from walcdc.spark.plan import (
     clip,
     first_commit_after,
     log_bytes,
-    plan_dict,
     range_plan,
     ranges_frame,
     read_catalog,
@@ -172,9 +171,7 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     committed = kwargs["committed_only"]
     versions, supplemental = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
     if not supplemental:
-        # A window with no supplemental record: written with supplemental_log=0?
-        facts, _, _, plan = facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
-        check_supplemental_logging(log, facts, plan.windowed, start_key, end_key)
+        _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
     last_commit, offset, position = skip if skip is not None else (None, 0, None)
     # A cursor inside a committed transaction: the first commit after its last one skips
     # what the earlier run emitted of it.
@@ -248,15 +245,11 @@ def source_plan(
     split_bytes: int = DEFAULT_SPLIT_BYTES,
 ) -> str:
     """The plan of a ``spark.read.format("walcdc")`` read over a large log (JSON text, for its
-    ``plan`` option): the window cut into ranges of ``split_bytes``, each with the cursor a run
-    ending at its start leaves, computed from the log's facts by Spark (no event is read) as
-    :func:`end_cursor` does, and the class-record writes the tasks rebuild each cursor's
-    catalog checkpoint from. Each task of the data source then reads its range as the local
-    stream resumed from that cursor does, so the rows are exactly those of
-    :func:`walcdc.read_changes`, with no join. Without a plan the data source finds the same
-    cursors itself by reading the log once where it plans (on the driver)."""
-    from walcdc.changes import Cursor
-
+    ``plan`` option): the window cut into ranges of ``split_bytes`` and the catalog versions,
+    read by Spark (one job, as :func:`read_changes` reads them). Each task of the data source
+    then reads its range once, so the rows are exactly those of :func:`walcdc.read_changes`.
+    Without a plan the data source reads the same catalog where it plans the read (range by
+    range, on the driver)."""
     log, kwargs, skip, seed = facts_run(
         spark,
         source,
@@ -267,24 +260,17 @@ def source_plan(
         on_encrypted=on_encrypted,
     )
     paths = volume_paths(log)
-    catalog = read_catalog(spark, log, paths, kwargs, seed, split_bytes, whole=True)
-    plan = range_plan(log, kwargs, skip, seed, split_bytes, catalog)
-    if plan is not None:
-        return json.dumps(plan)
-    bounds = [e for _, e in clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])]
-    inputs: list = []
-    cursors: list = []
-    if len(bounds) > 1:
-        inputs, cursors = cursors_at(spark, log, kwargs, skip, seed, split_bytes, bounds[:-1])
-    if cursor is not None and not isinstance(cursor, Cursor):
-        cursor = Cursor.load(cursor)
-    first = {"start": None if cursor is not None else kwargs["start"], "cursor": None}
-    if cursor is not None:
-        first["cursor"] = cursor.to_json()
-    parts = [dict(first, end=bounds[0])]
-    parts += [{"at": list(c), "end": e} for c, e in zip(cursors, bounds[1:])]
-    engine = not kwargs["committed_only"]
-    return json.dumps(plan_dict(log, engine, kwargs["on_encrypted"], parts, seed, inputs))
+    versions, supplemental = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
+    if not supplemental:
+        _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
+    return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, versions))
+
+
+def _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes) -> None:
+    """A window with no supplemental record: the facts say whether the log was written with
+    ``supplemental_log=0`` (then :class:`walcdc.NoSupplementalLogError`, as locally)."""
+    facts, _, _, plan = facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+    check_supplemental_logging(log, facts, plan.windowed, kwargs["start"], kwargs["end"])
 
 
 def read_table_changes(spark, source, table, **kwargs):

@@ -306,15 +306,10 @@ def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes,
     return versions, sum(in_window)
 
 
-def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, catalog) -> Optional[dict]:
+def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes) -> dict:
     """A data source plan whose parts are the window's ranges, each read once by the range
-    reader (``range_changes``) with the plan's catalog versions (``catalog``: ``(versions,
-    supplemental records in the window)`` covering the log to its end, so that any read option
-    fits). None where the cursor-per-part plan still decides: a window with no supplemental
-    record (the one-pass reader's ``supplemental_log=0`` check)."""
-    versions, supplemental = catalog
-    if not supplemental:
-        return None
+    reader (``range_changes``) with the plan's catalog ``versions`` (covering the log to its
+    end, so that any read option fits)."""
     engine = not kwargs["committed_only"]
     ranges = clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
     plan = plan_dict(
@@ -333,21 +328,38 @@ def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, catalog)
     return plan
 
 
-def plan_dict(
-    log: LogSet, engine: bool, on_encrypted: str, parts: list, seed=None, inputs=()
-) -> dict:
-    """A data source plan (:func:`source_plan`, or the one the data source makes itself):
-    its ``parts`` and what every part shares."""
+def plan_dict(log: LogSet, engine: bool, on_encrypted: str, parts: list) -> dict:
+    """A data source plan (:func:`walcdc.spark.source_plan`, or the one the data source makes
+    itself): its ``parts`` and what every part shares."""
     return {
-        "walcdc_plan": 1,
+        "walcdc_plan": 2,
         "paths": volume_paths(log),
         "db_creation": log.header()["db_creation"],
         "engine": engine,
         "on_encrypted": on_encrypted,
-        "seed": None if seed is None else base64.b64encode(seed).decode(),
-        "inputs": [list(i) for i in inputs],
         "parts": parts,
     }
+
+
+def check_supplemental_logging_here(log: LogSet, kwargs: dict) -> None:
+    """For a window with no supplemental record, as the one-pass stream decides: a log
+    written with ``supplemental_log=0`` (committed transactions changed user rows) raises
+    :class:`walcdc.NoSupplementalLogError`. The window walked here, commit markers only (no
+    image is read)."""
+    import walcdc
+
+    stream = walcdc.read_changes(
+        log,
+        start=kwargs["start"],
+        end=kwargs["end"],
+        committed_only=kwargs["committed_only"],
+        on_encrypted=kwargs["on_encrypted"],
+        ops=["commit"],
+        mode="id",
+        decode=False,
+    )
+    for _ in stream:
+        pass
 
 
 def range_plan_here(
@@ -360,7 +372,7 @@ def range_plan_here(
     committed_only: bool = True,
     on_encrypted: str = "raise",
     whole: bool = True,
-) -> Optional[dict]:
+) -> dict:
     """:func:`range_plan` with its catalog read in this process (each range reduced, then
     joined), where there is no Spark session (a data source's planner, a streaming
     micro-batch); ``whole``: the catalog to the end of the log (else to ``end``)."""
@@ -377,5 +389,9 @@ def range_plan_here(
     )
     kwargs, skip, seed = checked_options(log, **checked)
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    catalog = catalog_of(log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs))
-    return range_plan(log, kwargs, skip, seed, split_bytes, catalog)
+    versions, supplemental = catalog_of(
+        log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs)
+    )
+    if not supplemental:
+        check_supplemental_logging_here(log, kwargs)
+    return range_plan(log, kwargs, skip, seed, split_bytes, versions)
