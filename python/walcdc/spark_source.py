@@ -15,8 +15,9 @@ in it, in CUBRID's own the changes and markers that lie in it (what a transactio
 the range needs from its earlier records read back along its chain), with the catalog versions
 of the plan, which comes from the ``plan`` option (:func:`walcdc.spark.source_plan`, its
 catalog read by Spark) or, without it, from each range reduced to its class-record writes
-where Spark plans the read (``docs/design.md``, "The walcdc data source"). Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image
-is built); the rows that pass are the whole stream's, ``txn_seq`` included.
+where Spark plans the read (``docs/design.md``, "The walcdc data source"). Filters on
+``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image is built);
+the rows that pass are the whole stream's, ``txn_seq`` included.
 
 Streaming reads (Structured Streaming over a followed log)::
 
