@@ -354,9 +354,10 @@ def main(argv=None) -> int:
         for case in tqdm(cases, desc=f"{human(size)}", unit="case"):
             results[case] = measure(case, path)
         rows += rows_for(size, written, results)
-    (out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
-    text = markdown(rows, machine)
-    (out / "results.md").write_text(text)
+        # Written after each size: a long run stopped early keeps what it measured.
+        (out / "results.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+        text = markdown(rows, machine)
+        (out / "results.md").write_text(text)
     print(text)
     plot(rows, out / "results.png")
     return 0
