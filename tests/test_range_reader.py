@@ -100,6 +100,17 @@ def test_options_read_by_range_equal_the_local_stream(options_log, case, committ
         assert_same_rows(got, want, f"{case}, ranges of {pages} pages")
 
 
+def _cursor_after(log, rows: int, **options):
+    """The cursor of a local stream stopped (between batches of 7) once it gave ``rows``."""
+    stream = walcdc.read_changes(log, batch_size=7, **options)
+    seen = 0
+    for batch in stream:
+        seen += batch.num_rows
+        if seen >= rows:
+            break
+    return stream.cursor
+
+
 @pytest.mark.parametrize("name", tiered(["breadth"], ["breadth", "v11_2"]))
 def test_a_cursor_in_the_middle_of_a_transaction_resumes_exactly(name):
     """The range holding the first commit after the cursor's last commit skips what the
@@ -110,13 +121,7 @@ def test_a_cursor_in_the_middle_of_a_transaction_resumes_exactly(name):
     commits = all_events.column("commit_lsa").to_pylist()
     offsets = set()
     for cut in (len(commits) // 3, 2 * len(commits) // 3 - 1):
-        stream = walcdc.read_changes(log, batch_size=7)
-        seen = 0
-        for batch in stream:
-            seen += batch.num_rows
-            if seen >= cut:
-                break
-        cursor = stream.cursor
+        cursor = _cursor_after(log, cut)
         offsets.add(cursor.txn_offset > 0)
         want = walcdc.read_changes(log, cursor=cursor).read_all()
         last = cursor.last_commit_lsa
@@ -232,13 +237,7 @@ def test_cubrids_own_stream_resumed_by_range_from_a_cursor(name):
     versions = _versions(log)
     total = walcdc.read_changes(log, committed_only=False).read_all().num_rows
     for cut in (total // 3, 2 * total // 3 - 1):
-        stream = walcdc.read_changes(log, committed_only=False, batch_size=7)
-        seen = 0
-        for batch in stream:
-            seen += batch.num_rows
-            if seen >= cut:
-                break
-        cursor = stream.cursor
+        cursor = _cursor_after(log, cut, committed_only=False)
         want = walcdc.read_changes(log, committed_only=False, cursor=cursor).read_all()
         assert want.num_rows
         for pages in (7, 1 << 20):

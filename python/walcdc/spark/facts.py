@@ -156,14 +156,14 @@ def facts_and_plan(
         while len(FACTS) > KEPT:
             old = FACTS.popitem(last=False)[1][0]
             old.unpersist()
-    return facts, versions, inputs, Facts(facts, start_key, end_key, kwargs, skip)
+    return facts, versions, inputs, Facts(facts, start_key, end_key)
 
 
 class Facts:
     """The log's facts in the window (what the cursor questions and the supplemental-logging
     check ask)."""
 
-    def __init__(self, facts, start_key, end_key, kwargs, skip):
+    def __init__(self, facts, start_key, end_key):
         from pyspark.sql import functions as F
 
         in_window = F.lit(True)
