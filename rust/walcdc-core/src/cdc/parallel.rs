@@ -52,9 +52,26 @@ pub enum FactKind {
 }
 
 impl FactKind {
+    /// Every kind with its name: the one table of fact codes (exported to Python by
+    /// `walcdc._native.fact_kinds`).
+    pub const ALL: [(FactKind, &'static str); 9] = [
+        (FactKind::Start, "start"),
+        (FactKind::Commit, "commit"),
+        (FactKind::Abort, "abort"),
+        (FactKind::Undone, "undone"),
+        (FactKind::User, "user"),
+        (FactKind::ClassWrite, "class_write"),
+        (FactKind::MvccDml, "mvcc_dml"),
+        (FactKind::Timer, "timer"),
+        (FactKind::First, "first"),
+    ];
+
     pub fn from_i8(v: i8) -> Option<FactKind> {
-        use FactKind::*;
-        [Start, Commit, Abort, Undone, User, ClassWrite, MvccDml, Timer, First].into_iter().find(|k| *k as i8 == v)
+        FactKind::ALL.iter().map(|&(k, _)| k).find(|k| *k as i8 == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        FactKind::ALL.iter().find(|(k, _)| *k == self).map(|(_, n)| *n).expect("every kind is in ALL")
     }
 }
 
@@ -102,8 +119,8 @@ pub fn range_facts(
     let mut out = RangeFacts::default();
     let mut extractor = Extractor::default();
     // Trids with an MvccDml fact, and trids seen, since their last start or end in this range.
-    let mut mvcc = std::collections::HashSet::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut mvcc = rustc_hash::FxHashSet::default();
+    let mut seen = rustc_hash::FxHashSet::default();
     while let Some(rec) = walker.next_record()? {
         out.records += 1;
         if rec.trid <= 0 {

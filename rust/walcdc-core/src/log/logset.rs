@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use memmap2::Mmap;
@@ -331,6 +331,9 @@ pub struct LogSet {
     watch: PageWatch,
     /// Bytes of all volumes (an upper bound for any length field, checked for every record).
     total_bytes: u64,
+    /// The archive of the last page fetched: a walk asks for the same archive page after page,
+    /// so it is tried before the search.
+    last_archive: AtomicUsize,
 }
 
 /// Records the pages fetched below a chosen page, to show that a reader started in the middle
@@ -679,6 +682,7 @@ impl LogSet {
             first_pageid: 0,
             watch: PageWatch::default(),
             total_bytes,
+            last_archive: AtomicUsize::new(0),
         };
         set.first_pageid = set.compute_first_pageid();
         Ok(set)
@@ -724,9 +728,17 @@ impl LogSet {
         if pageid < first.fpageid {
             return None;
         }
+        let hint = self.last_archive.load(Ordering::Relaxed);
+        if let Some(a) = self.archives.get(hint).filter(|a| a.contains(pageid)) {
+            return Some(a);
+        }
         // Archives tile the page space contiguously, but are not all the same size: search.
         let i = self.archives.partition_point(|a| a.last_pageid() < pageid);
-        self.archives.get(i).filter(|a| a.contains(pageid))
+        let found = self.archives.get(i).filter(|a| a.contains(pageid));
+        if found.is_some() {
+            self.last_archive.store(i, Ordering::Relaxed);
+        }
+        found
     }
 
     /// Total bytes of all volumes: an upper bound for any length field (summed once, at open:
