@@ -80,7 +80,7 @@ class UsersNotInLog(UserWarning):
 
 
 #: ``supplement_type`` of the TRAN_USER supplemental record (the user of a transaction).
-_TRAN_USER = 0
+_TRAN_USER = {name: code for code, name in _native.supplement_types()}["TRAN_USER"]
 
 
 class LogSet:

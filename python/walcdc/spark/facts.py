@@ -12,6 +12,7 @@ from typing import Any, Iterator, List, Sequence, Tuple
 
 import pyarrow as pa
 
+from walcdc import _native
 from walcdc.changes import OPTION_DEFAULTS
 from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, open_log
@@ -29,11 +30,11 @@ from walcdc.spark.plan import (
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema
 
-# Kinds of the facts a range reports (walcdc_core::parallel::FactKind), and its counts row.
-_START, _COMMIT, _ABORT, _UNDONE, _USER, _CLASS_WRITE, _MVCC_DML, _TIMER, _FIRST = range(9)
-
-
-_COUNTS = 15
+# Kinds of the facts a range reports, and its counts row: codes from the core's one table.
+_KIND = {name: code for code, name in _native.fact_kinds()}
+_START, _COMMIT, _ABORT = _KIND["start"], _KIND["commit"], _KIND["abort"]
+_CLASS_WRITE, _MVCC_DML, _FIRST = _KIND["class_write"], _KIND["mvcc_dml"], _KIND["first"]
+_COUNTS = _KIND["counts"]
 
 
 def _next_marker(rows, markers):

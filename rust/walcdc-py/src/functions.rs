@@ -17,6 +17,16 @@ pub(crate) fn record_types() -> Vec<(i32, &'static str)> {
     walcdc_core::rectype::RECORD_TYPES.iter().map(|r| (r.id, r.name)).collect()
 }
 
+/// The kinds of the facts a range reports (`range_facts`): `(code, name)`, the row that
+/// carries a range's counts last (`"counts"`).
+#[pyfunction]
+pub(crate) fn fact_kinds() -> Vec<(i8, &'static str)> {
+    use walcdc_core::cdc::parallel::FactKind;
+    let mut kinds: Vec<(i8, &'static str)> = FactKind::ALL.iter().map(|&(k, n)| (k as i8, n)).collect();
+    kinds.push((walcdc_core::arrow::parallel_arrow::COUNTS_KIND, "counts"));
+    kinds
+}
+
 /// The supplemental record types, by number.
 #[pyfunction]
 pub(crate) fn supplement_types() -> Vec<(i32, &'static str)> {
