@@ -249,19 +249,20 @@ class LogSet:
             cached = self.__dict__["_users"] = sorted(names)
         return list(cached)
 
-    def ranges(self, split_bytes: int = 256 << 20) -> List[tuple]:
+    def ranges(self, split_bytes: int = 256 << 20, start: Optional[int] = None) -> List[tuple]:
         """Record-aligned ranges of about ``split_bytes`` of log each, found from page headers
         alone (no walk): ``[(start, end), ...]`` as LSAs, ``None`` for the first record of the
         set and for the end of the log. ``records(start, end)`` over the ranges gives every
         record exactly once; a record that spans a cut belongs to the range it starts in. This
-        is how a job splits a log for parallel readers."""
+        is how a job splits a log for parallel readers. ``start``: the ranges of the records
+        from there on (an LSA where a record starts; no page header before it is read)."""
         if split_bytes <= 0:
             from walcdc.errors import argument_error
 
             text = f"{{}}{split_bytes} must be a positive number of bytes"
             raise argument_error("split_bytes", text)
         pages = max(1, split_bytes // self.header()["page_size"])
-        return [tuple(r) for r in self._native.ranges(pages)]
+        return [tuple(r) for r in self._native.ranges(pages, start)]
 
     def min_archive_needed(self, cursor) -> Optional[int]:
         """The oldest archive number a stream resuming at ``cursor`` (a :class:`walcdc.Cursor`

@@ -11,7 +11,7 @@ use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Narrowing};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::records_arrow::RecordsBuilder;
 use walcdc_core::typed_arrow::{TableChangesBuilder, TableSplitter};
-use walcdc_core::walker::find_end;
+use walcdc_core::walker::find_end_from;
 use walcdc_core::{LogSet, Lsa, OnEncrypted, Walker};
 
 use crate::conversion::{
@@ -96,9 +96,11 @@ impl PyLogSet {
     }
 
     /// Walks to the true end of the log (from the last checkpoint when the header has one).
-    fn end_of_log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (start=None))]
+    fn end_of_log<'py>(&self, py: Python<'py>, start: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.inner.clone();
-        let end = py.detach(|| find_end(&log)).map_err(|e| to_py(py, e))?;
+        let from = start.map(Lsa::from_key);
+        let end = py.detach(|| find_end_from(&log, from)).map_err(|e| to_py(py, e))?;
         end_dict(py, &end)
     }
 
@@ -251,8 +253,9 @@ impl PyLogSet {
 
     /// Record-aligned ranges of about `pages` pages each, from page headers alone:
     /// `[(start, end)]` as LSA keys, None for the first record / the end of the log.
-    fn ranges(&self, pages: i64) -> Vec<(Option<u64>, Option<u64>)> {
-        walcdc_core::ranges::split(&self.inner, pages)
+    #[pyo3(signature = (pages, start=None))]
+    fn ranges(&self, pages: i64, start: Option<u64>) -> Vec<(Option<u64>, Option<u64>)> {
+        walcdc_core::ranges::split_from(&self.inner, start.map(Lsa::from_key), pages)
             .into_iter()
             .map(|r| (r.start.map(|l| l.to_key()), r.end.map(|l| l.to_key())))
             .collect()

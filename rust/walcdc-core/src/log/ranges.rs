@@ -19,8 +19,15 @@ pub struct Range {
 /// starting on the first page at or after a multiple of `pages_per_range` whose header names
 /// one; reads one page header per cut (a few more where records span pages).
 pub fn split(log: &LogSet, pages_per_range: i64) -> Vec<Range> {
+    split_from(log, None, pages_per_range)
+}
+
+/// As [`split`], for the records from `from` on (a record start; None: the first record of
+/// the set): the first range starts there, the cuts lie on the pages after it (none before it
+/// is read).
+pub fn split_from(log: &LogSet, from: Option<Lsa>, pages_per_range: i64) -> Vec<Range> {
     let step = pages_per_range.max(1);
-    let first = log.first_pageid;
+    let first = from.map_or(log.first_pageid, |l| l.pageid);
     // The last page the headers vouch for; the last range reads on to the true end.
     let last = match log.header() {
         Some(h) => h.append_lsa.pageid,
@@ -37,7 +44,7 @@ pub fn split(log: &LogSet, pages_per_range: i64) -> Vec<Range> {
         at += step;
     }
     let mut ranges = Vec::with_capacity(cuts.len() + 1);
-    let mut start = None;
+    let mut start = from;
     for cut in cuts {
         ranges.push(Range { start, end: Some(cut) });
         start = Some(cut);
@@ -91,6 +98,11 @@ mod tests {
                 joined.extend(part);
             }
             assert_eq!(joined, whole, "{pages} pages per range");
+            // From any cut on, the ranges are those cuts' own (and the same records).
+            if let Some(mid) = ranges.get(ranges.len() / 2).and_then(|r| r.start) {
+                let tail = split_from(&log, Some(mid), pages);
+                assert_eq!(tail[..], ranges[ranges.len() / 2..], "{pages} pages per range, from {mid}");
+            }
             if pages <= 3 {
                 assert!(ranges.len() > 10, "{} ranges of {pages} pages", ranges.len());
             }

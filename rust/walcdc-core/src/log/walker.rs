@@ -604,7 +604,17 @@ pub struct EndOfLog {
 
 /// Walks from the last checkpoint (or the first record) to the true end of the log.
 pub fn find_end(log: &Arc<LogSet>) -> Result<EndOfLog> {
-    let start = log.header().map(|h| h.chkpt_lsa).filter(|l| !l.is_null() && l.pageid >= log.first_pageid);
+    find_end_from(log, None)
+}
+
+/// As [`find_end`], walking from `from` (a record start known to lie before the end) where it
+/// lies after the header's checkpoint.
+pub fn find_end_from(log: &Arc<LogSet>, from: Option<Lsa>) -> Result<EndOfLog> {
+    let chkpt = log.header().map(|h| h.chkpt_lsa).filter(|l| !l.is_null() && l.pageid >= log.first_pageid);
+    let start = match (chkpt, from) {
+        (Some(c), Some(f)) => Some(c.max(f)),
+        (c, f) => f.or(c),
+    };
     let mut w = Walker::new(log.clone(), start, None, OnEncrypted::Skip)?;
     while w.next_record()?.is_some() {}
     let reason = w.end_reason.unwrap_or(EndReason::EndMarker);
