@@ -34,8 +34,13 @@ COLUMNS = [
 class LiveTable:
     """A log being written (flushed like a server's) with one table ``dba.t``."""
 
-    def __init__(self, directory):
-        self.w = LogWriter(page_size=4096, active_pages=64, archive_pages=16, stream_to=directory)
+    def __init__(self, directory, active_pages=64, archive_pages=16):
+        self.w = LogWriter(
+            page_size=4096,
+            active_pages=active_pages,
+            archive_pages=archive_pages,
+            stream_to=directory,
+        )
         self.work = Workload(self.w)
         self.table = Table.create("dba.t", cdc_oid(0, 300, 1), COLUMNS)
         self.rows: dict = {}
@@ -236,6 +241,76 @@ def test_resume_from_a_position_and_two_clients_at_once(served):
     live.commit(inserts=[(3, {"name": "c"})])
     assert old.records(1)[0]["id"] == 3 and new.records(1)[0]["id"] == 3
     old.close(), new.close()
+
+
+def test_a_client_resuming_near_the_end_reads_only_the_log_after_a_saved_cursor(
+    tmp_path, monkeypatch
+):
+    # A log of many archives. A client resuming at its 590th of 600 commits reads the log from
+    # the nearest cursor the server saved before that commit, and its table's schema from that
+    # cursor's catalog on: the pages each of its snapshots fetches before the position are
+    # counted (as tests/test_start_anywhere.py counts them).
+    import walcdc.changes
+    import walcdc.logset
+    from walcdc._native import checkpoint_info
+
+    live = LiveTable(tmp_path / "log", active_pages=16, archive_pages=4)
+    commits = [live.commit(inserts=[(i, {"name": f"n{i}"})]) for i in range(1, 601)]
+    assert len(list((tmp_path / "log").glob("*_lgar*"))) >= 3
+    spacing = 8 * 4096
+    server = CdcServer(
+        tmp_path / "log", USERS, port=0, poll_interval=0.05, position_spacing=spacing
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        at = commits[589]
+        page = L.split(at)[0]
+        saved = server.positions.nearest(at)  # the one walk of the whole log, for cursors
+        assert saved is not None and saved.last_commit_lsa <= at
+        # A stream from the cursor reads from its catalog checkpoint on (at or before its
+        # restart point): within about twice the spacing of the position.
+        since = L.split(checkpoint_info(saved.catalog)[0])[0]
+        assert since <= L.split(saved.restart_lsa)[0] <= page
+        assert page - since <= 2 * spacing // 4096 + 2, (since, page)
+
+        opened = []
+
+        def counting(real):
+            def open_log(source, *args, **kwargs):
+                log = real(source, *args, **kwargs)
+                log._native.watch_below(page)
+                opened.append(log)
+                return log
+
+            return open_log
+
+        monkeypatch.setattr(walcdc.changes, "open_log", counting(walcdc.changes.open_log))
+        monkeypatch.setattr(walcdc.logset, "open_log", counting(walcdc.logset.open_log))
+        monkeypatch.setattr(walcdc, "open_log", walcdc.logset.open_log)
+
+        c = Client(port=server.server_address[1])
+        c.start(position=L.format_lsa(at))
+        assert json.loads(c.line())["name"]  # the schema line
+        assert [r["id"] for r in c.records(10)] == list(range(591, 601))
+        c.close()
+        read = set().union(*(log._native.watched_pages() for log in opened))
+        assert opened and read and min(read) >= since, (since, sorted(read)[:5])
+        assert len(read) <= page - since
+
+        # The counter is real: a client from the beginning reads every page before it.
+        opened.clear()
+        c = Client(port=server.server_address[1])
+        c.start()
+        c.line()
+        assert [r["id"] for r in c.records(600)] == list(range(1, 601))
+        c.close()
+        read = set().union(*(log._native.watched_pages() for log in opened))
+        assert len(read) >= page - 2
+    finally:
+        server.shutdown()
+        server.close()
+        thread.join(10)
 
 
 @pytest.mark.parametrize(

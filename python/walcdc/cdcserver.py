@@ -35,6 +35,7 @@ buffer fills and its reader waits). Connections are capped (``max_clients``,
 from __future__ import annotations
 
 import binascii
+import bisect
 import hashlib
 import hmac
 import json
@@ -221,13 +222,19 @@ class _Handler(socketserver.BaseRequestHandler):
             if not self.server.serves(table):
                 self._send(f"ERR table {parts[1]} is not served here")
                 continue
-            position = None
+            position = cursor = None
             if len(parts) == 3:
                 try:
                     position = L.parse(parts[2])
                 except ValueError:
                     self._send(f"ERR {parts[2]!r} is not a commit LSA (pageid|offset)")
                     continue
+                # Read from the nearest saved cursor at or before the position, not from the
+                # log's start (the commits up to the position it still reads are dropped).
+                try:
+                    cursor = self.server.positions.nearest(position)
+                except LogError as exc:  # the log cannot be walked now: from its beginning
+                    log.warning("no saved cursor for %s: %s", L.format_lsa(position), exc)
                 # No commit lies at or past the end of the log: such a position would wait
                 # for ever (or resume at a commit it never saw). The followed log may grow to
                 # it one day, but a client asking for it now has the wrong log or position.
@@ -239,7 +246,7 @@ class _Handler(socketserver.BaseRequestHandler):
                     )
                     continue
             self.request.settimeout(None)  # from now on, sends wait for the client
-            self._stream(table, position)
+            self._stream(table, position, cursor)
             return
 
     def _authenticate(self, text: str) -> bool:
@@ -254,11 +261,12 @@ class _Handler(socketserver.BaseRequestHandler):
         stored = self.server.users.get(user[:-1]) if user.endswith(":") else None
         return stored is not None and hmac.compare_digest(hashlib.sha1(inner).hexdigest(), stored)
 
-    def _stream(self, table: str, position: Optional[int]) -> None:
+    def _stream(self, table: str, position: Optional[int], cursor) -> None:
         import walcdc
 
         stream = walcdc.read_changes(
             self.server.source,
+            cursor=cursor,
             tables=table,
             users=self.server.db_users,
             ops="insert,update,delete,ddl",
@@ -468,14 +476,79 @@ def _refuse(sock, text: str) -> None:
         pass
 
 
+class _Positions:
+    """Cursors of the committed stream saved along the log, ``spacing`` bytes of log apart
+    (at the record-aligned cuts of :meth:`walcdc.LogSet.ranges`), so that a client resuming at
+    a commit LSA reads from the nearest one at or before it instead of from the beginning of
+    the log (a cursor carries the catalog as of its restart point: nothing before it is read).
+    Each is the end cursor of a stream from the one before that asks for no event (a walk: no
+    image read, no row decoded): the whole log is walked once, later only what was written
+    since. One walk at a time, shared by every client; at most ``most`` cursors are kept (past
+    that every other one is dropped, so their spacing doubles)."""
+
+    def __init__(self, source: str, spacing: int, most: int = 1024):
+        self.source, self.spacing, self.most = source, max(1, spacing), max(2, most)
+        self.walks = 0  # streams read to save a cursor
+        self._lock = threading.Lock()
+        self._saved: List[Any] = []  # walcdc.Cursor, in log order
+
+    def nearest(self, position: int):
+        """The saved cursor with the latest last commit at or before ``position`` (None: read
+        from the beginning of the log)."""
+        with self._lock:
+            self._extend()
+            i = bisect.bisect_right([c.last_commit_lsa for c in self._saved], position)
+            return self._saved[i - 1] if i else None
+
+    def newest(self) -> Optional[int]:
+        """Where the newest saved cursor is (a record start before the end of the log), as
+        saved so far (the log is not read)."""
+        with self._lock:
+            return self._saved[-1].position if self._saved else None
+
+    def latest_catalog(self) -> Optional[bytes]:
+        """The catalog of the newest saved cursor (None: none saved yet): the tables as the
+        log defines them there, the start of a short walk for what came after."""
+        with self._lock:
+            self._extend()
+            return self._saved[-1].catalog if self._saved else None
+
+    def _extend(self) -> None:
+        """Saves a cursor at each cut of the log after the newest one saved (the last range,
+        still being written, has none)."""
+        import walcdc
+
+        log = walcdc.open_log(self.source)
+        cursor = self._saved[-1] if self._saved else None
+        for _, end in log.ranges(self.spacing, cursor.position if cursor else None):
+            if end is None:
+                continue
+            stream = walcdc.read_changes(
+                log, cursor=cursor, end=end, ops=["commit"], mode="id", decode=False
+            )
+            for _ in stream:
+                pass
+            self.walks += 1
+            found = stream.cursor
+            if found.last_commit_lsa is None:
+                continue  # nothing committed yet: the next walk starts at the beginning too
+            cursor = found
+            self._saved.append(cursor)
+            if len(self._saved) > self.most:
+                self._saved = self._saved[1::2] + ([] if len(self._saved) % 2 else [cursor])
+
+
 class _Catalog:
     """The log's tables (``LogSet.schemas()``), learned once, and again only when asked for
     something newer: a walk begun after a given time, or after the log's files changed. One
     walk at a time, shared by whoever asks meanwhile; no lock is held while the log is read,
-    so a client whose table is already known never waits for a walk."""
+    so a client whose table is already known never waits for a walk. With ``positions``, a
+    walk reads the class records from the newest saved cursor's catalog on, not the log from
+    its beginning."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, positions: Optional[_Positions] = None):
         self.source = source
+        self.positions = positions
         self.walks = 0  # how many times the log was walked for its tables
         self._cond = threading.Condition()
         self._schemas: Optional[list] = None
@@ -518,7 +591,7 @@ class _Catalog:
             self._busy = True
         started, signature, learned = time.monotonic(), self._signature_now(), None
         try:
-            learned = walcdc.open_log(self.source).schemas()
+            learned = walcdc.open_log(self.source).schemas(since=self._since())
         finally:
             with self._cond:
                 self._busy = False
@@ -527,6 +600,15 @@ class _Catalog:
                     self._schemas, self._started, self._signature = learned, started, signature
                 self._cond.notify_all()
         return learned
+
+    def _since(self) -> Optional[bytes]:
+        if self.positions is None:
+            return None
+        try:
+            return self.positions.latest_catalog()
+        except LogError as exc:  # the log cannot be walked for cursors now: from its start
+            log.warning("no saved cursor for the catalog: %s", exc)
+            return None
 
     def resolve(self, name: str) -> Optional[str]:
         """The table a request names (``owner.table``, or with a version suffix), from the
@@ -551,7 +633,9 @@ class CdcServer(socketserver.ThreadingTCPServer):
 
     ``client_memory``: bytes of a transaction's events a client's reader holds before they
     spill to a temporary file; ``batch_rows``: rows read and sent at a time.
-    ``idle_timeout``: end a client's stream after this many seconds with nothing new."""
+    ``idle_timeout``: end a client's stream after this many seconds with nothing new.
+    ``position_spacing``: bytes of log between the cursors saved for clients that resume at
+    a position (:class:`_Positions`); such a client reads from the nearest one before it."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -573,6 +657,7 @@ class CdcServer(socketserver.ThreadingTCPServer):
         tables: Optional[List[str]] = None,
         exclude_tables: Optional[List[str]] = None,
         db_users: Optional[List[str]] = None,
+        position_spacing: int = 64 << 20,
     ):
         self.source = os.fspath(source)
         self.users = users
@@ -590,7 +675,8 @@ class CdcServer(socketserver.ThreadingTCPServer):
         self._waiting: Dict[Any, None] = {}  # those not authenticated yet, oldest first
         self._clients_lock = threading.Lock()
         self.streams: set = set()
-        self.catalog = _Catalog(self.source)
+        self.positions = _Positions(self.source, position_spacing)
+        self.catalog = _Catalog(self.source, self.positions)
         super().__init__((host, port), _Handler)
 
     def resolve(self, name: str) -> Optional[str]:
@@ -642,7 +728,9 @@ class CdcServer(socketserver.ThreadingTCPServer):
         import walcdc
 
         try:
-            return walcdc.open_log(self.source).info()["end_lsa"]
+            return walcdc.open_log(self.source)._native.end_of_log(self.positions.newest())[
+                "end_lsa"
+            ]
         except walcdc.LogError:
             return None
 

@@ -998,6 +998,14 @@ def deliver(
     help="Memory per client for a transaction's events; past it they spill to a temporary file.",
 )
 @click.option(
+    "--position-spacing-mb",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Log between the cursors kept for clients that resume at a position: such a client "
+    "reads from the nearest one before it, not from the log's beginning.",
+)
+@click.option(
     "--max-clients",
     default=64,
     show_default=True,
@@ -1034,6 +1042,7 @@ def serve(
     port,
     poll_interval,
     client_memory_mb,
+    position_spacing_mb,
     max_clients,
     max_unauthenticated,
     auth_timeout,
@@ -1071,6 +1080,7 @@ def serve(
         port,
         poll_interval,
         client_memory=client_memory_mb << 20,
+        position_spacing=position_spacing_mb << 20,
         max_clients=max_clients,
         max_unauthenticated=max_unauthenticated,
         auth_timeout=auth_timeout,
