@@ -491,11 +491,11 @@ def _conforms(value, avro) -> bool:
     raise AssertionError(f"a type the test does not know: {avro}")
 
 
-def _all_lines(port: int, table: str, deadline: float) -> list:
-    """Every line the server sends for ``table`` until it closes the connection (its stream
-    ends at its idle timeout)."""
+def _all_lines(port: int, table: str, deadline: float, position=None) -> list:
+    """Every line the server sends for ``table`` (from ``position``) until it closes the
+    connection (its stream ends at its idle timeout)."""
     c = Client(port)
-    c.start(table)
+    c.start(table, position)
     lines = []
     try:
         while True:
@@ -563,6 +563,34 @@ def test_every_row_matches_the_schema_line_before_it(fixture, tables):
             # in the columns of the after image, c at its default.
             before = next(r for r in rows if r["event_type"] == "update_before" and "c" in r)
             assert "b" not in before
+
+
+@pytest.mark.parametrize("fixture,table", [("p4k", "dba.t_alter"), ("breadth", "dba.t_ko")])
+def test_clients_on_saved_cursors_get_the_lines_of_clients_without(fixture, table):
+    """On real logs with a cursor saved every 256 KiB: a client from the beginning gets the lines
+    a server with none saved sends (its tables learned from the newest cursor's catalog), and
+    a client resuming at a commit in the middle gets the rows after it, after the schema line
+    in force there."""
+    log = fixture_dir(fixture)
+    deadline = time.monotonic() + 90
+    with serving(log, idle_timeout=0.5, position_spacing=1 << 60) as (server, port):
+        whole = _all_lines(port, table, deadline)
+        assert server.positions._saved == []
+    rows = [x for x in whole if "fields" not in x]
+    commits = sorted({L.parse(r["sequence"]) for r in rows})
+    at = commits[len(commits) // 2]
+    with serving(log, idle_timeout=0.5, position_spacing=256 << 10) as (server, port):
+        resumed = _all_lines(port, table, deadline, L.format_lsa(at))
+        assert len(server.positions._saved) >= 3 and server.positions.nearest(at) is not None
+        again = _all_lines(port, table, deadline)
+    assert again == whole
+    first = next(
+        i for i, x in enumerate(whole) if "fields" not in x and L.parse(x["sequence"]) > at
+    )
+    in_force = next(x for x in reversed(whole[:first]) if "fields" in x)
+    assert resumed == [in_force] + [
+        x for x in whole[first:] if "fields" in x or L.parse(x["sequence"]) > at
+    ]
 
 
 def test_an_update_of_a_row_older_than_an_alter_does_not_switch_the_schema_back(served):
