@@ -42,6 +42,7 @@ from walcdc.spark.plan import (
     read_catalog,
     use_driver_python,
     volume_paths,
+    warn_begun_before,
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema, spark_type
 
@@ -130,7 +131,9 @@ def read_changes(
     last one (older ones may be deleted: ``LogSet.min_archive_needed(cursor)``).
 
     Transactions begun before the log set's oldest volume are left out, as locally with
-    ``on_partial="skip"`` (``"emit"`` is read locally only, for now).
+    ``on_partial="skip"`` (``"emit"`` is read locally only, for now), and warned about here
+    (:class:`walcdc.PartialTransactionsSkipped`, with their number): the catalog job's ranges
+    tell which transactions were open at the set's first record and how each ended.
     """
 
     log = source if isinstance(source, LogSet) else open_log(source)
@@ -169,7 +172,8 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     use_driver_python(spark)
     start_key, end_key = kwargs["start"], kwargs["end"]
     committed = kwargs["committed_only"]
-    versions, supplemental = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
+    versions, supplemental, begun = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
+    warn_begun_before(begun, kwargs)
     if not supplemental:
         _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
     last_commit, offset, position = skip if skip is not None else (None, 0, None)
@@ -260,7 +264,8 @@ def source_plan(
         on_encrypted=on_encrypted,
     )
     paths = volume_paths(log)
-    versions, supplemental = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
+    versions, supplemental, begun = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
+    warn_begun_before(begun, kwargs)
     if not supplemental:
         _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
     return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, versions))

@@ -288,9 +288,10 @@ def reduced_here(log: LogSet, ranges, kwargs: dict):
     return [native.range_catalog(log._native, s, e, kwargs["on_encrypted"]) for s, e in ranges]
 
 
-def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int]:
-    """The catalog versions from the ranges' reductions, and the supplemental records in the
-    window."""
+def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int, list]:
+    """The catalog versions from the ranges' reductions, the supplemental records in the
+    window, and the transactions begun before the log set's first record (read from its
+    beginning: ``native.begun_before``; none are known from a cursor's checkpoint on)."""
     import walcdc._native as native
 
     start_key, end_key = kwargs["start"], kwargs["end"]
@@ -303,7 +304,38 @@ def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes,
         if (start_key is None or (s is not None and s >= start_key))
         and (end_key is None or s is None or s < end_key)
     ]
-    return versions, sum(in_window)
+    from_first = seed is None and bool(ranges) and ranges[0][0] is None
+    begun = native.begun_before([c for c, _ in reduced]) if from_first else []
+    return versions, sum(in_window), begun
+
+
+def warn_begun_before(begun: list, kwargs: dict) -> None:
+    """Warns, as the local stream does (:class:`walcdc.PartialTransactionsSkipped`), of the
+    transactions begun before the log set's oldest volume that the read leaves out: those that
+    commit in the window (and, in CUBRID's stream, those that abort there)."""
+    import warnings
+
+    from walcdc.logset import PartialTransactionsSkipped
+
+    start, end = kwargs["start"], kwargs["end"]
+    ends = ("commit",) if kwargs["committed_only"] else ("commit", "abort")
+    left_out = [
+        trid
+        for trid, _, fate in begun
+        if fate is not None
+        and fate[0] in ends
+        and (start is None or fate[1] >= start)
+        and (end is None or fate[1] < end)
+    ]
+    if left_out:
+        warnings.warn(
+            PartialTransactionsSkipped(
+                f"{len(left_out)} transaction(s) began before the oldest volume of the log set "
+                "(an older archive is gone): their events the log still holds are left out "
+                '(walcdc.read_changes(on_partial="emit") reads them, marked partial)'
+            ),
+            stacklevel=3,
+        )
 
 
 def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes) -> dict:
@@ -389,9 +421,10 @@ def range_plan_here(
     )
     kwargs, skip, seed = checked_options(log, **checked)
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    versions, supplemental = catalog_of(
+    versions, supplemental, begun = catalog_of(
         log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs)
     )
+    warn_begun_before(begun, kwargs)
     if not supplemental:
         check_supplemental_logging_here(log, kwargs)
     return range_plan(log, kwargs, skip, seed, split_bytes, versions)

@@ -81,6 +81,30 @@ pub(crate) fn catalog_inputs_of(
         .collect())
 }
 
+/// The transactions begun before the first of the ranges (`RangeCatalog` bytes of consecutive
+/// ranges from the first record of the log set, in log order): `(trid, first_lsa, end)`, `end`
+/// `(how, lsa)` with `how` one of "commit", "abort", "abandoned"; None while still open.
+#[pyfunction]
+pub(crate) fn begun_before(py: Python<'_>, ranges: Vec<Vec<u8>>) -> PyResult<Vec<BegunTuple>> {
+    use walcdc_core::parallel::Fate;
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
+    let ranges = ranges.map_err(|e| to_py(py, e))?;
+    Ok(parallel::begun_before(&ranges)
+        .into_iter()
+        .map(|(trid, first, fate)| {
+            let end = fate.map(|f| match f {
+                Fate::Committed(l) => ("commit", l.to_key()),
+                Fate::Aborted(l) => ("abort", l.to_key()),
+                Fate::Abandoned(l) => ("abandoned", l.to_key()),
+            });
+            (trid, first.to_key(), end)
+        })
+        .collect())
+}
+
+/// A transaction begun before a log set, as Python holds it: `(trid, first_lsa, end)`.
+type BegunTuple = (i32, u64, Option<(&'static str, u64)>);
+
 /// A catalog input as Python holds it: `(restart, trid, lsa, end)`.
 type InputTuple = (bool, i32, u64, Option<u64>);
 

@@ -215,6 +215,56 @@ pub struct RangeCatalog {
     tails: Vec<(i32, Vec<(Lsa, bool)>)>,
     /// Supplemental records in the range.
     pub supplemental_records: u64,
+    /// The transactions open at the range's start, in log order of their first record here.
+    crossing: Vec<Crossing>,
+}
+
+/// A transaction open at a range's start: its first record in the range, and its first start
+/// or end record there (`FactKind` code: a start means the open one was abandoned), if any.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Crossing {
+    trid: i32,
+    first: Lsa,
+    end: Option<(Lsa, i8)>,
+}
+
+/// How a transaction begun before the first record of a log set ended, if it did within it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    Committed(Lsa),
+    Aborted(Lsa),
+    /// A new transaction started under its trid first (the log set never ends it).
+    Abandoned(Lsa),
+}
+
+/// The transactions begun before the first of `ranges` (the reductions of consecutive ranges
+/// from the first record of a log set on, in log order): each one's trid, its first record in
+/// the set and how it ended there (None: open at the end of the last range). These are the
+/// partial transactions a reader leaves out (`on_partial`), found from the ranges' edges alone.
+pub fn begun_before(ranges: &[RangeCatalog]) -> Vec<(i32, Lsa, Option<Fate>)> {
+    let Some(first) = ranges.first() else { return Vec::new() };
+    let fate = |(lsa, kind): (Lsa, i8)| match FactKind::from_i8(kind) {
+        Some(FactKind::Commit) => Fate::Committed(lsa),
+        Some(FactKind::Abort) => Fate::Aborted(lsa),
+        _ => Fate::Abandoned(lsa),
+    };
+    let mut out: Vec<(i32, Lsa, Option<Fate>)> = first.crossing.iter().map(|c| (c.trid, c.first, c.end.map(fate))).collect();
+    for r in &ranges[1..] {
+        if out.iter().all(|o| o.2.is_some()) {
+            break;
+        }
+        // Open across this range's start (seen crossing it), or abandoned in it: its trid's
+        // first marker here is a start of another transaction.
+        let starts: rustc_hash::FxHashMap<i32, Lsa> =
+            r.heads.iter().filter_map(|h| h.marker.filter(|m| m.1).map(|m| (h.trid, m.0))).collect();
+        for o in out.iter_mut().filter(|o| o.2.is_none()) {
+            match r.crossing.iter().find(|x| x.trid == o.0) {
+                Some(x) => o.2 = x.end.map(fate),
+                None => o.2 = starts.get(&o.0).map(|&lsa| Fate::Abandoned(lsa)),
+            }
+        }
+    }
+    out
 }
 
 /// A trid's class-tracker writes `(lsa, class_record)` in a range before its first start or
@@ -227,8 +277,8 @@ struct Head {
     marker: Option<(Lsa, bool)>,
 }
 
-/// A range's catalog facts as bytes (version 1).
-const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 1, what: "a walcdc range catalog" };
+/// A range's catalog facts as bytes (version 2: with the transactions crossing its start).
+const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 2, what: "a walcdc range catalog" };
 
 /// The inputs of an instance ending at `marker` (None: still open) with these writes.
 fn instance_inputs(trid: i32, writes: &[(Lsa, bool)], marker: Option<(Lsa, bool)>, out: &mut Vec<CatalogInput>) {
@@ -247,7 +297,27 @@ impl RangeCatalog {
         let mut out = RangeCatalog { supplemental_records: facts.supplemental_records, ..Default::default() };
         // Per trid: whether a marker was seen, and the writes since the last one.
         let mut open: BTreeMap<i32, (bool, Vec<(Lsa, bool)>)> = BTreeMap::new();
+        // Trids seen here (their instance began here, or crosses the start), and the crossing
+        // ones whose end is not seen yet (their place in `crossing`).
+        let mut here = rustc_hash::FxHashSet::default();
+        let mut undecided: rustc_hash::FxHashMap<i32, usize> = Default::default();
         for f in &facts.facts {
+            match f.kind {
+                FactKind::First if here.insert(f.trid) => {
+                    undecided.insert(f.trid, out.crossing.len());
+                    out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end: None });
+                }
+                FactKind::Start | FactKind::Commit | FactKind::Abort => {
+                    let end = Some((f.lsa, f.kind as i8));
+                    if let Some(i) = undecided.remove(&f.trid) {
+                        out.crossing[i].end = end;
+                    } else if f.kind != FactKind::Start && !here.contains(&f.trid) {
+                        out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end });
+                    }
+                    here.insert(f.trid);
+                }
+                _ => {}
+            }
             match f.kind {
                 FactKind::ClassWrite => open.entry(f.trid).or_default().1.push((f.lsa, f.class_record)),
                 FactKind::Start | FactKind::Commit | FactKind::Abort => {
@@ -580,6 +650,41 @@ mod tests {
         c.add_columns(oid, name, Some(0), Vec::new());
         let s: ClassSchema = c.get(oid).unwrap().clone();
         ClassChange::Upsert(Box::new(s))
+    }
+
+    #[test]
+    fn transactions_begun_before_the_first_range_are_followed_to_their_end() {
+        use FactKind::*;
+        let l = |p| Lsa::new(p, 0);
+        let fact = |kind, trid, p| Fact { kind, trid, lsa: l(p), vol: 0, lo: None, time: None, user: None, class_record: false };
+        let reduce = |facts: Vec<Fact>| RangeCatalog::from_facts(&RangeFacts { facts, ..Default::default() });
+        let ranges = [
+            // Open at the first record: 1, 2, 3, 4, and 6 (its first record there is its commit).
+            reduce(vec![fact(First, 1, 1), fact(First, 2, 2), fact(First, 3, 3), fact(First, 4, 4), fact(Start, 5, 5), fact(Commit, 6, 6)]),
+            reduce(vec![
+                fact(Commit, 1, 10),
+                fact(First, 2, 11),
+                fact(Abort, 2, 12),
+                fact(Start, 3, 13), // 3 was never ended: another transaction under its trid
+                fact(First, 4, 14),
+                fact(Commit, 5, 15),
+            ]),
+            reduce(vec![fact(Commit, 3, 20)]), // the later transaction 3, not the open one
+        ];
+        let ranges: Vec<RangeCatalog> =
+            ranges.iter().map(|r| RangeCatalog::from_bytes(&r.to_bytes()).unwrap()).collect();
+        assert_eq!(
+            begun_before(&ranges),
+            vec![
+                (1, l(1), Some(Fate::Committed(l(10)))),
+                (2, l(2), Some(Fate::Aborted(l(12)))),
+                (3, l(3), Some(Fate::Abandoned(l(13)))),
+                (4, l(4), None),
+                (6, l(6), Some(Fate::Committed(l(6)))),
+            ]
+        );
+        assert_eq!(begun_before(&ranges[2..]), vec![(3, l(20), Some(Fate::Committed(l(20))))]);
+        assert!(begun_before(&[]).is_empty());
     }
 
     #[test]
