@@ -5,6 +5,7 @@ few pages."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import pyarrow as pa
 import pytest
@@ -99,11 +100,31 @@ def assert_same_changes(spark, name, split_pages=None, **kw) -> pa.Table:
         split = {}
     else:
         split = {"split_bytes": split_pages * log.header()["page_size"]}
-    want = walcdc.read_changes(log, **kw).read_all()
-    want, got = local_as_spark(want, read_changes(spark, d, **split, **kw))
+    # What the walk skipped is said alike: the same warnings, word for word.
+    with warnings.catch_warnings(record=True) as local_said:
+        warnings.simplefilter("always")
+        want = walcdc.read_changes(log, **kw).read_all()
+    with warnings.catch_warnings(record=True) as spark_said:
+        warnings.simplefilter("always")
+        df = read_changes(spark, d, **split, **kw)
+    assert _walk_warnings(spark_said) == _walk_warnings(local_said)
+    if name == "tde" and kw.get("on_encrypted") == "skip":
+        assert _walk_warnings(local_said), "tde's encrypted pages are skipped and said"
+    want, got = local_as_spark(want, df)
     assert got.num_rows == want.num_rows
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     return want
+
+
+def _walk_warnings(caught) -> list:
+    kinds = (
+        walcdc.EncryptedPagesSkipped,
+        walcdc.UnplacedRecordsSkipped,
+        walcdc.RecordsBeyondEndSkipped,
+    )
+    return sorted(
+        (type(w.message).__name__, str(w.message)) for w in caught if isinstance(w.message, kinds)
+    )
 
 
 @pytest.mark.parametrize("name", CHANGE_FIXTURES)
@@ -417,7 +438,6 @@ def test_transactions_begun_in_a_deleted_archive_are_left_out_on_spark(
 ):
     # p4k without its oldest archive: the huge transaction began there. Spark leaves out the
     # partial transactions as the local stream does by default, rows and columns alike.
-    import warnings
 
     from walcdc.spark import read_changes
 

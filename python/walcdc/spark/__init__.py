@@ -42,7 +42,7 @@ from walcdc.spark.plan import (
     read_catalog,
     use_driver_python,
     volume_paths,
-    warn_begun_before,
+    warn_left_out,
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema, spark_type
 
@@ -172,8 +172,8 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     use_driver_python(spark)
     start_key, end_key = kwargs["start"], kwargs["end"]
     committed = kwargs["committed_only"]
-    versions, supplemental, begun = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
-    warn_begun_before(begun, kwargs)
+    versions, supplemental, left = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
+    warn_left_out(left, kwargs)
     if not supplemental:
         _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
     last_commit, offset, position = skip if skip is not None else (None, 0, None)
@@ -264,8 +264,8 @@ def source_plan(
         on_encrypted=on_encrypted,
     )
     paths = volume_paths(log)
-    versions, supplemental, begun = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
-    warn_begun_before(begun, kwargs)
+    versions, supplemental, left = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
+    warn_left_out(left, kwargs)
     if not supplemental:
         _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
     return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, versions))

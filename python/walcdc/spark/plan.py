@@ -288,35 +288,46 @@ def reduced_here(log: LogSet, ranges, kwargs: dict):
     return [native.range_catalog(log._native, s, e, kwargs["on_encrypted"]) for s, e in ranges]
 
 
-def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int, list]:
+def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int, dict]:
     """The catalog versions from the ranges' reductions, the supplemental records in the
-    window, and the transactions begun before the log set's first record (read from its
-    beginning: ``native.begun_before``; none are known from a cursor's checkpoint on)."""
+    window, and what the read will leave out (:func:`warn_left_out`): the transactions begun
+    before the log set's first record (read from its beginning: ``native.begun_before``; none
+    are known from a cursor's checkpoint on) and what the walks of the window's ranges
+    skipped."""
     import walcdc._native as native
 
     start_key, end_key = kwargs["start"], kwargs["end"]
     seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
     inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
     versions, _ = native.catalog_versions(log._native, inputs, seed)
-    in_window = [
-        n
-        for (_, n), (s, _) in zip(reduced, ranges)
+    window = [
+        r
+        for r, (s, _) in zip(reduced, ranges)
         if (start_key is None or (s is not None and s >= start_key))
         and (end_key is None or s is None or s < end_key)
     ]
     from_first = seed is None and bool(ranges) and ranges[0][0] is None
-    begun = native.begun_before([c for c, _ in reduced]) if from_first else []
-    return versions, sum(in_window), begun
+    left = {
+        "begun": native.begun_before([c for c, _ in reduced]) if from_first else [],
+        "walk": native.range_walk_notes([c for c, _ in window]),
+    }
+    return versions, sum(n for _, n in window), left
 
 
-def warn_begun_before(begun: list, kwargs: dict) -> None:
-    """Warns, as the local stream does (:class:`walcdc.PartialTransactionsSkipped`), of the
-    transactions begun before the log set's oldest volume that the read leaves out: those that
-    commit in the window (and, in CUBRID's stream, those that abort there)."""
+def warn_left_out(left: dict, kwargs: dict) -> None:
+    """Warns, as the local stream does, of what the read leaves out (``left``, from
+    :func:`catalog_of`): what the walk skipped in the window (encrypted pages under
+    ``on_encrypted="skip"``, records a damaged archive could not place, readable pages past a
+    torn end), and the transactions begun before the log set's oldest volume that commit in
+    the window (and, in CUBRID's stream, those that abort there:
+    :class:`walcdc.PartialTransactionsSkipped`)."""
     import warnings
 
-    from walcdc.logset import PartialTransactionsSkipped
+    from walcdc.logset import PartialTransactionsSkipped, walk_warnings
 
+    for w in walk_warnings(*left["walk"]):
+        warnings.warn(w, stacklevel=3)
+    begun = left["begun"]
     start, end = kwargs["start"], kwargs["end"]
     ends = ("commit",) if kwargs["committed_only"] else ("commit", "abort")
     left_out = [
@@ -421,10 +432,10 @@ def range_plan_here(
     )
     kwargs, skip, seed = checked_options(log, **checked)
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    versions, supplemental, begun = catalog_of(
+    versions, supplemental, left = catalog_of(
         log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs)
     )
-    warn_begun_before(begun, kwargs)
+    warn_left_out(left, kwargs)
     if not supplemental:
         check_supplemental_logging_here(log, kwargs)
     return range_plan(log, kwargs, skip, seed, split_bytes, versions)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes::{ChangeOptions, ChangeReader, RangeSpec};
@@ -16,7 +16,7 @@ use walcdc_core::typed_arrow::TableChangesBuilder;
 use walcdc_core::{Lsa, OnEncrypted};
 
 use crate::arrow::{Batch, Schema};
-use crate::conversion::{key_to_lsa, parse_option, table_columns};
+use crate::conversion::{beyond_end_dict, key_to_lsa, parse_option, skipped_list, table_columns};
 use crate::error::to_py;
 use crate::logset::{PyChangeOptions, PyLogSet};
 use crate::streams::ChangeBatches;
@@ -101,6 +101,34 @@ pub(crate) fn begun_before(py: Python<'_>, ranges: Vec<Vec<u8>>) -> PyResult<Vec
         })
         .collect())
 }
+
+/// What the walks of ranges skipped (their `RangeCatalog` bytes, in log order), as a stream
+/// reports it: `(skipped, unplaced, beyond_end)` (see `ChangeStream`).
+#[pyfunction]
+pub(crate) fn range_walk_notes<'py>(py: Python<'py>, ranges: Vec<Vec<u8>>) -> PyResult<WalkNotesTuple<'py>> {
+    let mut skipped: Vec<walcdc_core::walker::SkippedRange> = Vec::new();
+    let mut unplaced = Vec::new();
+    let mut beyond = None;
+    for bytes in &ranges {
+        let r = RangeCatalog::from_bytes(bytes).map_err(|e| to_py(py, e))?;
+        for run in r.walk.skipped {
+            // A range that starts on an encrypted page skips on from there: the run the range
+            // before it already reported (it looks past its end), or its continuation.
+            match skipped.last_mut() {
+                Some(prev) if prev.first_pageid <= run.from_lsa.pageid && run.from_lsa.pageid <= prev.last_pageid + 1 => {
+                    prev.last_pageid = prev.last_pageid.max(run.last_pageid);
+                    prev.resume_lsa = run.resume_lsa;
+                }
+                _ => skipped.push(run),
+            }
+        }
+        unplaced.extend(r.walk.unplaced.iter().map(|l| l.to_key()));
+        beyond = r.walk.beyond_end.or(beyond);
+    }
+    Ok((skipped_list(py, &skipped)?, unplaced, beyond_end_dict(py, beyond)?))
+}
+
+type WalkNotesTuple<'py> = (Bound<'py, PyList>, Vec<u64>, Option<Bound<'py, PyDict>>);
 
 /// A transaction begun before a log set, as Python holds it: `(trid, first_lsa, end)`.
 type BegunTuple = (i32, u64, Option<(&'static str, u64)>);

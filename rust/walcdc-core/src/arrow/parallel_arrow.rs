@@ -102,6 +102,7 @@ mod tests {
             records: 10,
             supplemental_records: 6,
             resume: Some(Lsa::new(9, 0)),
+            walk: Default::default(),
         };
         let b = facts_batch(&f, 77);
         assert_eq!(b.num_rows(), 2);

@@ -24,7 +24,7 @@ use crate::logset::LogSet;
 use crate::lsa::Lsa;
 use crate::rectype::*;
 use crate::supplemental::{self, Oid, Supplement};
-use crate::walker::{OnEncrypted, Walker};
+use crate::walker::{BeyondEnd, OnEncrypted, SkippedRange, Walker};
 
 /// What a fact says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +105,17 @@ pub struct RangeFacts {
     pub supplemental_records: u64,
     /// Where the walk stopped: the range's end, or the end of the log (for cursors).
     pub resume: Option<Lsa>,
+    /// What the walk skipped or could not read (as a stream reports it).
+    pub walk: WalkNotes,
+}
+
+/// What a walk skipped: runs of encrypted pages (`OnEncrypted::Skip`), records on archived
+/// pages that end their page early, readable records past a torn end.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct WalkNotes {
+    pub skipped: Vec<SkippedRange>,
+    pub unplaced: Vec<Lsa>,
+    pub beyond_end: Option<BeyondEnd>,
 }
 
 /// The facts of the records in `[start, end)` (record starts; `None` = the log's first record /
@@ -178,6 +189,11 @@ pub fn range_facts(
         }
     }
     out.resume = walker.resume_point();
+    out.walk = WalkNotes {
+        skipped: std::mem::take(&mut walker.skipped),
+        unplaced: std::mem::take(&mut walker.unplaced),
+        beyond_end: walker.beyond_end,
+    };
     Ok(out)
 }
 
@@ -217,6 +233,8 @@ pub struct RangeCatalog {
     pub supplemental_records: u64,
     /// The transactions open at the range's start, in log order of their first record here.
     crossing: Vec<Crossing>,
+    /// What the range's walk skipped.
+    pub walk: WalkNotes,
 }
 
 /// A transaction open at a range's start: its first record in the range, and its first start
@@ -277,7 +295,8 @@ struct Head {
     marker: Option<(Lsa, bool)>,
 }
 
-/// A range's catalog facts as bytes (version 2: with the transactions crossing its start).
+/// A range's catalog facts as bytes (version 2: with the transactions crossing its start and
+/// what its walk skipped).
 const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 2, what: "a walcdc range catalog" };
 
 /// The inputs of an instance ending at `marker` (None: still open) with these writes.
@@ -294,7 +313,11 @@ fn instance_inputs(trid: i32, writes: &[(Lsa, bool)], marker: Option<(Lsa, bool)
 impl RangeCatalog {
     /// The reduction of a range's facts (in log order).
     pub fn from_facts(facts: &RangeFacts) -> RangeCatalog {
-        let mut out = RangeCatalog { supplemental_records: facts.supplemental_records, ..Default::default() };
+        let mut out = RangeCatalog {
+            supplemental_records: facts.supplemental_records,
+            walk: facts.walk.clone(),
+            ..Default::default()
+        };
         // Per trid: whether a marker was seen, and the writes since the last one.
         let mut open: BTreeMap<i32, (bool, Vec<(Lsa, bool)>)> = BTreeMap::new();
         // Trids seen here (their instance began here, or crosses the start), and the crossing

@@ -35,7 +35,7 @@ impl std::str::FromStr for OnEncrypted {
 }
 
 /// A run of encrypted pages the walk skipped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SkippedRange {
     /// The first record that could not be read (its header or payload is encrypted).
     pub from_lsa: Lsa,
@@ -49,7 +49,7 @@ pub struct SkippedRange {
 /// pages of the same cycle of the ring hold records the walk cannot reach (a damaged tail, or
 /// pages flushed out of order before the crash). The engine's recovery stops at the same place,
 /// so they are not read; they are reported so the loss is never silent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BeyondEnd {
     /// Where the walk ended.
     pub end_lsa: Lsa,
