@@ -432,6 +432,28 @@ def test_pass_three_gives_each_task_its_share_of_ranges_with_one_shuffle(spark):
     assert grouped.count() == 3 * parts
 
 
+def test_a_transaction_cut_short_by_a_restart_is_said_on_spark(spark, tmp_path):
+    # p4k with a record inside the huge transaction claiming to start a new one under its
+    # trid (../shared/hostile/p4k_null_prev_tranlsa.json): the same rows as locally, and the
+    # same warning, with its count, from the catalog job's ranges (one range, and many).
+    from test_bad_input import _hostile_copy
+
+    from walcdc.spark import read_changes
+
+    _hostile_copy(tmp_path, "p4k_null_prev_tranlsa.json")
+    local = walcdc.read_changes(tmp_path)
+    with pytest.warns(walcdc.UnfinishedTransactionDropped):
+        want = local.read_all()
+    n = local.stats["restarted_transactions"]
+    assert n == 1
+    log = walcdc.open_log(tmp_path)
+    for split in ({}, {"split_bytes": small_split(log) * 8}):
+        with pytest.warns(walcdc.UnfinishedTransactionDropped, match=f"^{n} transaction"):
+            df = read_changes(spark, tmp_path, **split)
+        expected, got = local_as_spark(want, df)
+        assert got.sort_by(ORDER).equals(expected.sort_by(ORDER)), split
+
+
 @pytest.mark.parametrize("committed_only", [True, False], ids=["committed", "engine"])
 def test_transactions_begun_in_a_deleted_archive_are_left_out_on_spark(
     spark, tmp_path, committed_only

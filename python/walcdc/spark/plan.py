@@ -300,16 +300,18 @@ def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes,
     seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
     inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
     versions, _ = native.catalog_versions(log._native, inputs, seed)
-    window = [
-        r
-        for r, (s, _) in zip(reduced, ranges)
-        if (start_key is None or (s is not None and s >= start_key))
+    inside = [
+        (start_key is None or (s is not None and s >= start_key))
         and (end_key is None or s is None or s < end_key)
+        for s, _ in ranges
     ]
+    window = [r for r, yes in zip(reduced, inside) if yes]
     from_first = seed is None and bool(ranges) and ranges[0][0] is None
+    catalogs = [c for c, _ in reduced]
     left = {
-        "begun": native.begun_before([c for c, _ in reduced]) if from_first else [],
+        "begun": native.begun_before(catalogs) if from_first else [],
         "walk": native.range_walk_notes([c for c, _ in window]),
+        "restarted": native.restarted_transactions(catalogs, inside.index(True)) if window else 0,
     }
     return versions, sum(n for _, n in window), left
 
@@ -318,15 +320,28 @@ def warn_left_out(left: dict, kwargs: dict) -> None:
     """Warns, as the local stream does, of what the read leaves out (``left``, from
     :func:`catalog_of`): what the walk skipped in the window (encrypted pages under
     ``on_encrypted="skip"``, records a damaged archive could not place, readable pages past a
-    torn end), and the transactions begun before the log set's oldest volume that commit in
-    the window (and, in CUBRID's stream, those that abort there:
-    :class:`walcdc.PartialTransactionsSkipped`)."""
+    torn end), transactions cut short by a restart of their trid
+    (:class:`walcdc.UnfinishedTransactionDropped`), and the transactions begun before the log
+    set's oldest volume that commit in the window (and, in CUBRID's stream, those that abort
+    there: :class:`walcdc.PartialTransactionsSkipped`)."""
     import warnings
 
-    from walcdc.logset import PartialTransactionsSkipped, walk_warnings
+    from walcdc.logset import (
+        PartialTransactionsSkipped,
+        UnfinishedTransactionDropped,
+        walk_warnings,
+    )
 
     for w in walk_warnings(*left["walk"]):
         warnings.warn(w, stacklevel=3)
+    if left["restarted"]:
+        warnings.warn(
+            UnfinishedTransactionDropped(
+                f"{left['restarted']} transaction(s) restarted under their trid before an end "
+                "record: the events of the unfinished one(s) dropped (a damaged log?)"
+            ),
+            stacklevel=3,
+        )
     begun = left["begun"]
     start, end = kwargs["start"], kwargs["end"]
     ends = ("commit",) if kwargs["committed_only"] else ("commit", "abort")

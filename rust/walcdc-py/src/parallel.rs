@@ -130,6 +130,14 @@ pub(crate) fn range_walk_notes<'py>(py: Python<'py>, ranges: Vec<Vec<u8>>) -> Py
 
 type WalkNotesTuple<'py> = (Bound<'py, PyList>, Vec<u64>, Option<Bound<'py, PyDict>>);
 
+/// How many transactions the ranges (`RangeCatalog` bytes of consecutive ranges, in log order)
+/// show restarted under their trid before an end record, in `ranges[start:]`.
+#[pyfunction]
+pub(crate) fn restarted_transactions(py: Python<'_>, ranges: Vec<Vec<u8>>, start: usize) -> PyResult<u64> {
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
+    Ok(parallel::restarted(&ranges.map_err(|e| to_py(py, e))?, start))
+}
+
 /// A transaction begun before a log set, as Python holds it: `(trid, first_lsa, end)`.
 type BegunTuple = (i32, u64, Option<(&'static str, u64)>);
 

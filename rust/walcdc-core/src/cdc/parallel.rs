@@ -235,6 +235,11 @@ pub struct RangeCatalog {
     crossing: Vec<Crossing>,
     /// What the range's walk skipped.
     pub walk: WalkNotes,
+    /// Transactions begun in the range that a start of another under the same trid cut short
+    /// there (before an end record).
+    restarted: u64,
+    /// The trids whose transaction is open at the range's end, as far as the range shows.
+    open_at_end: Vec<i32>,
 }
 
 /// A transaction open at a range's start: its first record in the range, and its first start
@@ -244,6 +249,35 @@ struct Crossing {
     trid: i32,
     first: Lsa,
     end: Option<(Lsa, i8)>,
+}
+
+/// How many transactions the ranges (consecutive reductions, in log order) show restarted:
+/// cut short by a start of another transaction under their trid before an end record, as the
+/// one-pass reader over the same records counts them (`restarted_transactions`); only those
+/// cut short in `ranges[from..]` are counted.
+pub fn restarted(ranges: &[RangeCatalog], from: usize) -> u64 {
+    let start = FactKind::Start as i8;
+    let mut open = rustc_hash::FxHashSet::default();
+    let mut n = 0;
+    for (i, r) in ranges.iter().enumerate() {
+        let crossing: rustc_hash::FxHashSet<i32> = r.crossing.iter().map(|c| c.trid).collect();
+        let mut here = r.restarted;
+        here += r.crossing.iter().filter(|c| c.end.is_some_and(|e| e.1 == start)).count() as u64;
+        // Open before the range and not seen in it before its trid's first marker, a start.
+        here += r
+            .heads
+            .iter()
+            .filter(|h| h.marker.is_some_and(|m| m.1) && open.contains(&h.trid) && !crossing.contains(&h.trid))
+            .count() as u64;
+        if i >= from {
+            n += here;
+        }
+        for t in crossing.iter().chain(r.heads.iter().map(|h| &h.trid)) {
+            open.remove(t);
+        }
+        open.extend(r.open_at_end.iter().copied());
+    }
+    n
 }
 
 /// How a transaction begun before the first record of a log set ended, if it did within it.
@@ -324,11 +358,14 @@ impl RangeCatalog {
         // ones whose end is not seen yet (their place in `crossing`).
         let mut here = rustc_hash::FxHashSet::default();
         let mut undecided: rustc_hash::FxHashMap<i32, usize> = Default::default();
+        // Trids whose transaction is open here (begun here, or seen crossing the start).
+        let mut open_here = std::collections::BTreeSet::new();
         for f in &facts.facts {
             match f.kind {
                 FactKind::First if here.insert(f.trid) => {
                     undecided.insert(f.trid, out.crossing.len());
                     out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end: None });
+                    open_here.insert(f.trid);
                 }
                 FactKind::Start | FactKind::Commit | FactKind::Abort => {
                     let end = Some((f.lsa, f.kind as i8));
@@ -336,8 +373,15 @@ impl RangeCatalog {
                         out.crossing[i].end = end;
                     } else if f.kind != FactKind::Start && !here.contains(&f.trid) {
                         out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end });
+                    } else if f.kind == FactKind::Start && open_here.contains(&f.trid) {
+                        out.restarted += 1;
                     }
                     here.insert(f.trid);
+                    if f.kind == FactKind::Start {
+                        open_here.insert(f.trid);
+                    } else {
+                        open_here.remove(&f.trid);
+                    }
                 }
                 _ => {}
             }
@@ -357,6 +401,7 @@ impl RangeCatalog {
                 _ => {}
             }
         }
+        out.open_at_end = open_here.into_iter().collect();
         for (trid, (seen, writes)) in open {
             if !seen {
                 out.heads.push(Head { trid, writes, marker: None });
@@ -708,6 +753,36 @@ mod tests {
         );
         assert_eq!(begun_before(&ranges[2..]), vec![(3, l(20), Some(Fate::Committed(l(20))))]);
         assert!(begun_before(&[]).is_empty());
+        // The transaction 3 seen open in the first range, restarted in the second.
+        assert_eq!(restarted(&ranges, 0), 1);
+    }
+
+    #[test]
+    fn restarts_are_counted_in_a_range_and_across_ranges() {
+        use FactKind::*;
+        let l = |p| Lsa::new(p, 0);
+        let fact = |kind, trid, p| Fact { kind, trid, lsa: l(p), vol: 0, lo: None, time: None, user: None, class_record: false };
+        let reduce = |facts: Vec<Fact>| RangeCatalog::from_facts(&RangeFacts { facts, ..Default::default() });
+        let ranges = [
+            // 1 restarts within the range; 2 and 3 are open at its end; 4 ends.
+            reduce(vec![
+                fact(Start, 1, 1),
+                fact(Start, 1, 2),
+                fact(Start, 2, 3),
+                fact(Start, 3, 4),
+                fact(Start, 4, 5),
+                fact(Commit, 4, 6),
+            ]),
+            // 2 is not seen before a start of another under its trid; 3 is seen, then ends.
+            reduce(vec![fact(Start, 2, 10), fact(First, 3, 11), fact(Commit, 3, 12), fact(Start, 3, 13)]),
+            // The new 2 is seen crossing, then restarted; a start of 4 (ended) is no restart.
+            reduce(vec![fact(First, 2, 20), fact(Start, 2, 21), fact(Start, 4, 22)]),
+        ];
+        assert_eq!(restarted(&ranges, 0), 3);
+        assert_eq!(restarted(&ranges, 1), 2);
+        assert_eq!(restarted(&ranges, 2), 1);
+        // Seen one range alone, the second shows none (what is open before it is unknown).
+        assert_eq!(restarted(&ranges[1..2], 0), 0);
     }
 
     #[test]
