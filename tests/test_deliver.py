@@ -261,6 +261,25 @@ def test_the_last_events_read_are_sent_without_waiting_for_more(tmp_path, receiv
     assert not t.is_alive()
 
 
+def test_the_last_batches_are_sent_when_the_reader_ends_between_two_looks(tmp_path, receiver):
+    # The sender finds the queue empty, then the reader queues its last batches and says it
+    # is done, then the sender sees it done: it must look once more, not end with them queued
+    # (a race CI once lost: the command exited 0 having sent nothing).
+    lsas = _log(tmp_path / "log", 12)
+    delivery = _deliver(tmp_path / "log", receiver.url, tmp_path / "state")
+    real = delivery.queue.oldest
+
+    def racing():
+        item = real()
+        if item is None and not delivery._reader_done.is_set():
+            delivery._reader_done.wait(30)  # the reader finishes right after this look
+        return item
+
+    delivery.queue.oldest = racing
+    _run(delivery)
+    assert [e["lsa"] for e in receiver.events()] == lsas
+
+
 def test_failures_slowness_and_timeouts_are_retried(tmp_path, receiver):
     lsas = _log(tmp_path / "log")
     receiver.plan = [500, 503, ("sleep", 0.3), 500, ("sleep", 1.5), 429]

@@ -630,9 +630,13 @@ class Delivery:
     def _send_loop(self) -> None:
         while not self._stop.is_set():
             item = self.queue.oldest()
-            if item is None:
-                if self._reader_done.is_set():
+            if item is None and self._reader_done.is_set():
+                # The reader queues its last batches before it says it is done: look again
+                # (between the look above and now it may have queued them).
+                item = self.queue.oldest()
+                if item is None:
                     return
+            if item is None:
                 self._flush_due()
                 self._stop.wait(0.01)
                 continue
