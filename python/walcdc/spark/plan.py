@@ -291,9 +291,10 @@ def reduced_here(log: LogSet, ranges, kwargs: dict):
 def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int, dict]:
     """The catalog versions from the ranges' reductions, the supplemental records in the
     window, and what the read will leave out (:func:`warn_left_out`): the transactions begun
-    before the log set's first record (read from its beginning: ``native.begun_before``; none
-    are known from a cursor's checkpoint on) and what the walks of the window's ranges
-    skipped."""
+    before the log set's first record (read from its beginning: ``parallel::begun_before``; none
+    are known from a cursor's checkpoint on), what the walks of the window's ranges skipped,
+    and the transactions a restart of their trid cut short there (``native.left_out``, every
+    range decoded once)."""
     import walcdc._native as native
 
     start_key, end_key = kwargs["start"], kwargs["end"]
@@ -305,15 +306,13 @@ def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes,
         and (end_key is None or s is None or s < end_key)
         for s, _ in ranges
     ]
-    window = [r for r, yes in zip(reduced, inside) if yes]
+    # The window's ranges are consecutive: [first, last).
+    first = inside.index(True) if any(inside) else len(ranges)
+    last = first + sum(inside)
     from_first = seed is None and bool(ranges) and ranges[0][0] is None
-    catalogs = [c for c, _ in reduced]
-    left = {
-        "begun": native.begun_before(catalogs) if from_first else [],
-        "walk": native.range_walk_notes([c for c, _ in window]),
-        "restarted": native.restarted_transactions(catalogs, inside.index(True)) if window else 0,
-    }
-    return versions, sum(n for _, n in window), left
+    begun, walk, restarted = native.left_out([c for c, _ in reduced], first, last, from_first)
+    left = {"begun": begun, "walk": walk, "restarted": restarted}
+    return versions, sum(n for (_, n), yes in zip(reduced, inside) if yes), left
 
 
 def warn_left_out(left: dict, kwargs: dict) -> None:

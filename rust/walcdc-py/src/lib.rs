@@ -59,9 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::range_changes, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::catalog_inputs_of, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::begun_before, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::range_walk_notes, m)?)?;
-    m.add_function(wrap_pyfunction!(parallel::restarted_transactions, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::left_out, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::no_supplemental_log_error, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::facts_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::changes_schema, m)?)?;

@@ -81,15 +81,27 @@ pub(crate) fn catalog_inputs_of(
         .collect())
 }
 
-/// The transactions begun before the first of the ranges (`RangeCatalog` bytes of consecutive
-/// ranges from the first record of the log set, in log order): `(trid, first_lsa, end)`, `end`
-/// `(how, lsa)` with `how` one of "commit", "abort", "abandoned"; None while still open.
+/// What a read over ranges leaves out, from their `RangeCatalog` bytes (consecutive ranges in
+/// log order, each decoded once) and the read's window `ranges[window_start..window_end]`:
+/// `(begun, walk, restarted)`. `begun`: with `from_first` (the ranges start at the log set's
+/// first record), the transactions begun before it, `(trid, first_lsa, end)` with `end`
+/// `(how, lsa)`, `how` one of "commit", "abort", "abandoned", None while open. `walk`: what the
+/// window's walks skipped, as a stream reports it, `(skipped, unplaced, beyond_end)`.
+/// `restarted`: the transactions cut short in the window by a restart of their trid.
 #[pyfunction]
-pub(crate) fn begun_before(py: Python<'_>, ranges: Vec<Vec<u8>>) -> PyResult<Vec<BegunTuple>> {
+pub(crate) fn left_out<'py>(
+    py: Python<'py>,
+    ranges: Vec<Vec<u8>>,
+    window_start: usize,
+    window_end: usize,
+    from_first: bool,
+) -> PyResult<(Vec<BegunTuple>, WalkNotesTuple<'py>, u64)> {
     use walcdc_core::parallel::Fate;
     let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
     let ranges = ranges.map_err(|e| to_py(py, e))?;
-    Ok(parallel::begun_before(&ranges)
+    let window = window_start.min(ranges.len())..window_end.min(ranges.len());
+    let begun = if from_first { parallel::begun_before(&ranges) } else { Vec::new() };
+    let begun = begun
         .into_iter()
         .map(|(trid, first, fate)| {
             let end = fate.map(|f| match f {
@@ -99,19 +111,12 @@ pub(crate) fn begun_before(py: Python<'_>, ranges: Vec<Vec<u8>>) -> PyResult<Vec
             });
             (trid, first.to_key(), end)
         })
-        .collect())
-}
-
-/// What the walks of ranges skipped (their `RangeCatalog` bytes, in log order), as a stream
-/// reports it: `(skipped, unplaced, beyond_end)` (see `ChangeStream`).
-#[pyfunction]
-pub(crate) fn range_walk_notes<'py>(py: Python<'py>, ranges: Vec<Vec<u8>>) -> PyResult<WalkNotesTuple<'py>> {
+        .collect();
     let mut skipped: Vec<walcdc_core::walker::SkippedRange> = Vec::new();
     let mut unplaced = Vec::new();
     let mut beyond = None;
-    for bytes in &ranges {
-        let r = RangeCatalog::from_bytes(bytes).map_err(|e| to_py(py, e))?;
-        for run in r.walk.skipped {
+    for r in &ranges[window.clone()] {
+        for run in &r.walk.skipped {
             // A range that starts on an encrypted page skips on from there: the run the range
             // before it already reported (it looks past its end), or its continuation.
             match skipped.last_mut() {
@@ -119,24 +124,17 @@ pub(crate) fn range_walk_notes<'py>(py: Python<'py>, ranges: Vec<Vec<u8>>) -> Py
                     prev.last_pageid = prev.last_pageid.max(run.last_pageid);
                     prev.resume_lsa = run.resume_lsa;
                 }
-                _ => skipped.push(run),
+                _ => skipped.push(run.clone()),
             }
         }
         unplaced.extend(r.walk.unplaced.iter().map(|l| l.to_key()));
         beyond = r.walk.beyond_end.or(beyond);
     }
-    Ok((skipped_list(py, &skipped)?, unplaced, beyond_end_dict(py, beyond)?))
+    let walk = (skipped_list(py, &skipped)?, unplaced, beyond_end_dict(py, beyond)?);
+    Ok((begun, walk, parallel::restarted(&ranges, window)))
 }
 
 type WalkNotesTuple<'py> = (Bound<'py, PyList>, Vec<u64>, Option<Bound<'py, PyDict>>);
-
-/// How many transactions the ranges (`RangeCatalog` bytes of consecutive ranges, in log order)
-/// show restarted under their trid before an end record, in `ranges[start:]`.
-#[pyfunction]
-pub(crate) fn restarted_transactions(py: Python<'_>, ranges: Vec<Vec<u8>>, start: usize) -> PyResult<u64> {
-    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
-    Ok(parallel::restarted(&ranges.map_err(|e| to_py(py, e))?, start))
-}
 
 /// A transaction begun before a log set, as Python holds it: `(trid, first_lsa, end)`.
 type BegunTuple = (i32, u64, Option<(&'static str, u64)>);

@@ -254,12 +254,12 @@ struct Crossing {
 /// How many transactions the ranges (consecutive reductions, in log order) show restarted:
 /// cut short by a start of another transaction under their trid before an end record, as the
 /// one-pass reader over the same records counts them (`restarted_transactions`); only those
-/// cut short in `ranges[from..]` are counted.
-pub fn restarted(ranges: &[RangeCatalog], from: usize) -> u64 {
+/// cut short in `ranges[window]` are counted.
+pub fn restarted(ranges: &[RangeCatalog], window: std::ops::Range<usize>) -> u64 {
     let start = FactKind::Start as i8;
     let mut open = rustc_hash::FxHashSet::default();
     let mut n = 0;
-    for (i, r) in ranges.iter().enumerate() {
+    for (i, r) in ranges.iter().enumerate().take(window.end) {
         let crossing: rustc_hash::FxHashSet<i32> = r.crossing.iter().map(|c| c.trid).collect();
         let mut here = r.restarted;
         here += r.crossing.iter().filter(|c| c.end.is_some_and(|e| e.1 == start)).count() as u64;
@@ -269,7 +269,7 @@ pub fn restarted(ranges: &[RangeCatalog], from: usize) -> u64 {
             .iter()
             .filter(|h| h.marker.is_some_and(|m| m.1) && open.contains(&h.trid) && !crossing.contains(&h.trid))
             .count() as u64;
-        if i >= from {
+        if i >= window.start {
             n += here;
         }
         for t in crossing.iter().chain(r.heads.iter().map(|h| &h.trid)) {
@@ -720,12 +720,19 @@ mod tests {
         ClassChange::Upsert(Box::new(s))
     }
 
+    /// A fact of `kind` for `trid` at page `p`'s first byte.
+    fn fact(kind: FactKind, trid: i32, p: i64) -> Fact {
+        Fact { kind, trid, lsa: Lsa::new(p, 0), vol: 0, lo: None, time: None, user: None, class_record: false }
+    }
+
+    fn reduce(facts: Vec<Fact>) -> RangeCatalog {
+        RangeCatalog::from_facts(&RangeFacts { facts, ..Default::default() })
+    }
+
     #[test]
     fn transactions_begun_before_the_first_range_are_followed_to_their_end() {
         use FactKind::*;
         let l = |p| Lsa::new(p, 0);
-        let fact = |kind, trid, p| Fact { kind, trid, lsa: l(p), vol: 0, lo: None, time: None, user: None, class_record: false };
-        let reduce = |facts: Vec<Fact>| RangeCatalog::from_facts(&RangeFacts { facts, ..Default::default() });
         let ranges = [
             // Open at the first record: 1, 2, 3, 4, and 6 (its first record there is its commit).
             reduce(vec![fact(First, 1, 1), fact(First, 2, 2), fact(First, 3, 3), fact(First, 4, 4), fact(Start, 5, 5), fact(Commit, 6, 6)]),
@@ -754,15 +761,12 @@ mod tests {
         assert_eq!(begun_before(&ranges[2..]), vec![(3, l(20), Some(Fate::Committed(l(20))))]);
         assert!(begun_before(&[]).is_empty());
         // The transaction 3 seen open in the first range, restarted in the second.
-        assert_eq!(restarted(&ranges, 0), 1);
+        assert_eq!(restarted(&ranges, 0..3), 1);
     }
 
     #[test]
     fn restarts_are_counted_in_a_range_and_across_ranges() {
         use FactKind::*;
-        let l = |p| Lsa::new(p, 0);
-        let fact = |kind, trid, p| Fact { kind, trid, lsa: l(p), vol: 0, lo: None, time: None, user: None, class_record: false };
-        let reduce = |facts: Vec<Fact>| RangeCatalog::from_facts(&RangeFacts { facts, ..Default::default() });
         let ranges = [
             // 1 restarts within the range; 2 and 3 are open at its end; 4 ends.
             reduce(vec![
@@ -778,11 +782,12 @@ mod tests {
             // The new 2 is seen crossing, then restarted; a start of 4 (ended) is no restart.
             reduce(vec![fact(First, 2, 20), fact(Start, 2, 21), fact(Start, 4, 22)]),
         ];
-        assert_eq!(restarted(&ranges, 0), 3);
-        assert_eq!(restarted(&ranges, 1), 2);
-        assert_eq!(restarted(&ranges, 2), 1);
+        assert_eq!(restarted(&ranges, 0..3), 3);
+        assert_eq!(restarted(&ranges, 1..3), 2);
+        assert_eq!(restarted(&ranges, 2..3), 1);
+        assert_eq!(restarted(&ranges, 0..2), 2); // the restart in the third range is past the window
         // Seen one range alone, the second shows none (what is open before it is unknown).
-        assert_eq!(restarted(&ranges[1..2], 0), 0);
+        assert_eq!(restarted(&ranges[1..2], 0..1), 0);
     }
 
     #[test]
