@@ -16,6 +16,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "python" / "walcdc"
 
 #: Names of what holds a code (a column, a variable or an attribute).
 CODE_HOLDERS = {"kind", "end_kind", "type", "rectype", "record_type", "supplement_type"}
+CODE_HOLDERS |= {"ddl_type", "object_type"}
+#: Modules that are a code table themselves: CUBRID's CDC codes of DDL events, which the Rust
+#: core passes through as they are.
+TABLES = {"walcdc/ddl.py"}
 
 
 def _code_names() -> Set[str]:
@@ -32,7 +36,8 @@ def _int(node: ast.AST) -> bool:
 
 
 def _holder(node: ast.AST) -> bool:
-    """A column ``F.col("kind")`` / ``col("type")``, or a name or attribute called so."""
+    """A column ``F.col("kind")`` / ``col("type")`` / ``e["ddl_type"]``, or a name or attribute
+    called so."""
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
         func = node.func
         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -41,6 +46,8 @@ def _holder(node: ast.AST) -> bool:
         return node.id in CODE_HOLDERS
     if isinstance(node, ast.Attribute):
         return node.attr in CODE_HOLDERS
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value in CODE_HOLDERS  # e["ddl_type"]
     return False
 
 
@@ -74,6 +81,7 @@ def literal_codes(source: str, codes: Set[str]) -> Iterator[Tuple[int, str]]:
         "facts.where(F.col('kind') == 1)",
         "facts.where(F.col('kind').isin(0, 1, 2))",
         "if rec.rectype == 17: pass",
+        "if e['ddl_type'] == 4: pass",
     ],
 )
 def test_the_check_finds_literal_codes(source):
@@ -86,6 +94,7 @@ def test_no_module_spells_a_code_as_an_integer():
     found = [
         f"{path.relative_to(PACKAGE.parent)}:{line}: {what}"
         for path in sorted(PACKAGE.rglob("*.py"))
+        if str(path.relative_to(PACKAGE.parent)) not in TABLES
         for line, what in literal_codes(path.read_text(), codes)
     ]
     assert not found, "\n".join(found)

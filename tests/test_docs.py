@@ -28,6 +28,7 @@ MODULES = [
     "walcdc.table_changes",
     "walcdc.sinks",
     "walcdc.sinks.tables",
+    "walcdc.mirrors",
 ]
 
 
@@ -37,7 +38,7 @@ def test_docstring_examples(name):
     assert result.attempted > 0 and result.failed == 0
 
 
-@pytest.mark.parametrize("doc", ["typed.md", "debezium.md"])
+@pytest.mark.parametrize("doc", ["typed.md", "debezium.md", "mirror.md"])
 def test_documentation_examples(doc):
     path = REPO / "docs" / doc
     result = doctest.testfile(str(path), module_relative=False)

@@ -34,6 +34,8 @@ _EXPORTS = {
     "SchemasUnknown": "walcdc.logset",
     "open_log": "walcdc.logset",
     "read_changes_by_table": "walcdc.table_changes",
+    "MirrorError": "walcdc.mirrors",
+    "mirror": "walcdc.mirrors",
     "read_table_changes": "walcdc.table_changes",
     **{
         name: "walcdc.errors"
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
         UsersNotInLog,
         open_log,
     )
+    from walcdc.mirrors import MirrorError, mirror
     from walcdc.table_changes import read_changes_by_table, read_table_changes
 
 __all__ = [
@@ -113,6 +116,7 @@ __all__ = [
     "read_changes",
     "read_table_changes",
     "read_changes_by_table",
+    "mirror",
     "ChangeStream",
     "TableChangeStream",
     "Cursor",
@@ -136,6 +140,7 @@ __all__ = [
     "ChecksumError",
     "TruncatedLogError",
     "MissingArchiveError",
+    "MirrorError",
     "NoSupplementalLogError",
     "EncryptedPageError",
     "CorruptRecordError",

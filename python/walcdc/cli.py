@@ -1104,6 +1104,100 @@ def serve(
         server.close()
 
 
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--sample", is_flag=True, help="Mirror the small real log shipped with walcdc.")
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="delta:DIR",
+    help="Where the tables go: delta:DIR (one Delta Lake table per CUBRID table in DIR).",
+)
+@click.option(
+    "--commit-every-mb",
+    default=64.0,
+    show_default=True,
+    help="MiB of log per round; each round ends with one commit per table it changed.",
+)
+@_tables_option
+@_exclude_tables_option
+@_users_option
+@click.option(
+    "--from",
+    "start",
+    type=_POSITION,
+    help="Where a new mirror starts reading (default: the log's beginning); a mirror that "
+    "has a position goes on from it.",
+)
+@click.option("--until", "end", type=_POSITION, help="Stop there (an LSA or a time).")
+@click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file.")
+@_on_encrypted
+@click.option("--follow", is_flag=True, help="Keep going as the log grows.")
+@click.option(
+    "--poll-interval", default=1.0, show_default=True, help="With --follow: seconds between looks."
+)
+@click.option(
+    "--idle-timeout", type=float, help="With --follow: stop after this many quiet seconds."
+)
+@_progress
+@_command
+def mirror(
+    paths,
+    sample,
+    target,
+    commit_every_mb,
+    tables,
+    exclude_tables,
+    users,
+    start,
+    end,
+    schema_file,
+    on_encrypted,
+    follow,
+    poll_interval,
+    idle_timeout,
+    progress,
+) -> None:
+    """Keeps one table per CUBRID table in a lake format equal to CUBRID's: applies the
+    committed changes not yet applied, in commit order, merged by primary key (by row OID
+    where a table has none). Each table's position is stored in its own commits, so a run
+    stopped at any moment and run again applies every change exactly once.
+
+    \b
+    walcdc mirror /var/lib/cubrid/log --to delta:/lake/cubrid
+    """
+    from walcdc.mirrors import mirror as run
+
+    paths = _paths(paths, sample)
+    source = paths[0] if len(paths) == 1 else paths
+    log = _open(paths)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
+    with _Progress(log.header(), progress and not follow, "mirror") as bar:
+        done = run(
+            source,
+            target,
+            commit_every=max(1, int(commit_every_mb * (1 << 20))),
+            follow=follow,
+            poll_interval=poll_interval,
+            idle_timeout=idle_timeout,
+            on_round=lambda result, lsa: bar.at(lsa),
+            tables=list(tables) or None,
+            exclude_tables=list(exclude_tables) or None,
+            users=list(users) or None,
+            start=start,
+            end=end,
+            schema=schema_file,
+            on_encrypted=on_encrypted,
+        )
+    click.echo(
+        f"{done.commits:,} commits to {len(done.tables):,} tables: {done.rows:,} rows written, "
+        f"{done.deleted:,} keys deleted",
+        err=True,
+    )
+
+
 @main.command(name="hash-user")
 @click.argument("user")
 @click.option(

@@ -68,6 +68,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from walcdc.ddl import DdlType
+
 __all__ = [
     "Debezium",
     "OPTIONS",
@@ -91,7 +93,6 @@ _JSON = {b"walcdc.json": b"true"}
 #: Debezium's op letters, by walcdc op (DDL only for TRUNCATE).
 _OPS = ("insert", "update", "delete", "ddl")
 _LETTERS = pa.array(["c", "u", "d", "t"])
-_TRUNCATE = 4
 #: The columns of the plain stream the envelope reads (and the row images' first words).
 _READ = ("lsa", "commit_lsa", "commit_time", "time", "trid", "op", "ddl_type", "table")
 _READ += ("class_oid", "partition_oid", "before", "after", "key", "file", "user")
@@ -266,7 +267,9 @@ class Debezium:
         op = pc.cast(batch.column("op"), pa.string())
         keep = pc.or_kleene(
             pc.is_in(op, pa.array(_OPS[:3])),
-            pc.and_kleene(pc.equal(op, "ddl"), pc.equal(batch.column("ddl_type"), _TRUNCATE)),
+            pc.and_kleene(
+                pc.equal(op, "ddl"), pc.equal(batch.column("ddl_type"), int(DdlType.TRUNCATE))
+            ),
         )
         columns = {name: batch.column(name) for name in _READ}
         for image in ("before_image", "after_image"):

@@ -1,0 +1,222 @@
+"""Mirrors: tables in a lake format kept equal to CUBRID's tables, from the log alone.
+
+:func:`mirror` (``walcdc mirror LOGDIR --to delta:DIR``) applies the committed changes of every
+table in commit order to one target table per CUBRID table, merged by primary key (by row OID
+for a table without one). The log is read in rounds of about ``commit_every`` bytes; each round
+ends with one commit per table it changed, which carries the commit LSA of the last transaction
+it applied, atomically with the rows. A run reads those positions back and skips what each
+table holds, so a run killed at any moment and run again leaves every table as one
+uninterrupted run would. ``_walcdc_mirror.json`` in the target only says where to start
+reading (a cursor no later than any table's position): lost or stale, it costs reading, never
+a change lost or applied twice. docs/mirror.md has the guarantees and the schema changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from walcdc.errors import argument_error
+from walcdc.mirrors.reduce import COMMIT_LSA, COMMIT_TIME, ROW_OID, MirrorError, layout_of
+
+__all__ = [
+    "COMMIT_LSA",
+    "COMMIT_TIME",
+    "CURSOR_FILE",
+    "ROW_OID",
+    "MirrorError",
+    "MirrorResult",
+    "mirror",
+]
+
+#: Where the target keeps the cursor a run starts reading from.
+CURSOR_FILE = "_walcdc_mirror.json"
+#: Read options a mirror takes (the rest of :func:`walcdc.read_changes`' do not apply: a
+#: mirror reads the committed, typed stream).
+OPTIONS = ("tables", "exclude_tables", "users", "schema", "start", "end", "on_encrypted")
+OPTIONS += ("memory_limit",)
+TARGETS = ("delta",)
+
+
+@dataclass
+class MirrorResult:
+    """What a :func:`mirror` run did: ``rounds`` of reading, ``commits`` made (one per table
+    and round that changed it), ``rows`` written (inserted or replaced), ``deleted`` keys, the
+    ``tables`` changed (owner.table) and the ``cursor`` it saved last."""
+
+    rounds: int = 0
+    commits: int = 0
+    rows: int = 0
+    deleted: int = 0
+    tables: Set[str] = field(default_factory=set)
+    cursor: Any = None
+
+
+def _target(to: str) -> Tuple[str, str]:
+    kind, sep, where = str(to).partition(":")
+    if not sep or kind not in TARGETS or not where:
+        text = f"{{}}{to!r}: give delta:DIRECTORY"
+        raise argument_error("to", text)
+    return kind, where
+
+
+def _load_cursor(root: str, db_creation: int):
+    from walcdc.changes import Cursor
+
+    path = os.path.join(root, CURSOR_FILE)
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise MirrorError(
+            f"{path}: cannot be read ({exc}); delete it to read the log again from its beginning",
+            file=path,
+        ) from None
+    if saved.get("db_creation") != db_creation:
+        raise MirrorError(f"{path} belongs to a mirror of another database", file=path)
+    return Cursor.from_json(saved["cursor"])
+
+
+def _save_cursor(root: str, cursor) -> None:
+    path = os.path.join(root, CURSOR_FILE)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump({"db_creation": cursor.db_creation, "cursor": cursor.to_json()}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def mirror(
+    source,
+    to: str,
+    *,
+    commit_every: int = 64 << 20,
+    follow: bool = False,
+    poll_interval: float = 1.0,
+    idle_timeout: Optional[float] = None,
+    storage_options: Optional[Dict[str, str]] = None,
+    on_round: Optional[Callable[[MirrorResult, Optional[int]], None]] = None,
+    **options,
+) -> MirrorResult:
+    """Applies the committed changes of ``source`` (a log directory, files or a
+    :class:`walcdc.LogSet`) not yet in ``to`` (``"delta:DIRECTORY"``) to one table per CUBRID
+    table there, and returns what it did. ``commit_every``: bytes of log per round (each round
+    ends with a commit per table it changed). ``follow``: keep going as the log grows (every
+    ``poll_interval`` seconds; ``idle_timeout``: stop after that long with nothing new).
+    ``on_round(result, lsa)`` is called after each round with the LSA read up to. Options:
+    ``tables``, ``exclude_tables``, ``users``, ``schema``, ``on_encrypted``, ``memory_limit``
+    as in :func:`walcdc.read_changes`, and ``start`` (where a mirror with no saved position
+    starts reading).
+
+    >>> import tempfile, walcdc
+    >>> out = tempfile.mkdtemp()
+    >>> done = walcdc.mirror(walcdc.samples.sample_path(), f"delta:{out}")
+    >>> sorted(done.tables)[:2]
+    ['breadth_user.u_notes', 'dba.t_chg']
+    """
+    kind, root = _target(to)
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"mirror() got unexpected arguments {sorted(unknown)}")
+    if commit_every <= 0:
+        raise argument_error("commit_every", "{} must be a positive number of bytes")
+    result = MirrorResult()
+    idle_since = time.monotonic()
+    while True:
+        before = (result.commits, result.cursor)
+        _run(source, root, kind, commit_every, storage_options, options, result, on_round)
+        if not follow:
+            return result
+        if (result.commits, result.cursor) != before:
+            idle_since = time.monotonic()
+        elif idle_timeout is not None and time.monotonic() - idle_since >= idle_timeout:
+            return result
+        time.sleep(poll_interval)
+
+
+def _run(source, root, kind, commit_every, storage_options, options, result, on_round) -> None:
+    """One pass: from the saved cursor to the end of the log as it is now."""
+    from walcdc.changes import OPTION_DEFAULTS, _open_stream
+    from walcdc.logset import LogSet, open_log
+    from walcdc.mirrors.delta import DeltaTarget
+    from walcdc.mirrors.reduce import reduce_changes
+
+    log = source if isinstance(source, LogSet) and not result.rounds else None
+    if log is None:
+        log = open_log(source._paths if isinstance(source, LogSet) else source)
+    db_creation = log.header()["db_creation"]
+    os.makedirs(root, exist_ok=True)
+    target = DeltaTarget(root, db_creation, storage_options)
+    cursor = _load_cursor(root, db_creation)
+    start = None if cursor is not None else options.get("start")
+    from walcdc.options import position
+
+    first = cursor.position if cursor is not None else position(log, start, "start")
+    catalog = cursor.catalog if cursor is not None else None
+    columns = {
+        (s["class_oid"], r["repid"]): {c["id"]: c for c in r["columns"]}
+        for s in log._schemas_shared(options.get("on_encrypted", "raise"), since=catalog)
+        for r in s["representations"]
+    }
+    last = position(log, options.get("end"), "end")
+    if last is not None and first is not None and last <= first:
+        return
+    applied: Dict[int, Optional[int]] = {}
+    for _, end in log.ranges(commit_every, first):
+        if last is not None and (end is None or end >= last):
+            end = last
+        read = {k: v for k, v in options.items() if k not in ("start", "end")}
+        chosen = {**OPTION_DEFAULTS, **read, "keys": "id", "end": end}
+        if cursor is not None:
+            chosen["cursor"] = cursor
+        else:
+            chosen["start"] = start
+        stream = _open_stream(log, chosen, batch_size=65536, by_table=True, check_users=True)
+        grouped: Dict[int, List[Tuple[Any, Any]]] = {}
+        unknown: Set[str] = set()
+        for tb in stream:
+            if tb.kind == "unknown_schema":
+                unknown.update(str(t) for t in tb.batch.column("table").to_pylist())
+                continue
+            if tb.kind != "table":
+                continue
+            cols = columns.get((tb.class_oid, tb.repid))
+            if cols is None:
+                unknown.add(tb.table)
+                continue
+            layout = layout_of(tb.table, tb.batch.schema.field("after").type, cols)
+            grouped.setdefault(tb.class_oid, []).append((layout, tb.batch))
+        if unknown:
+            raise MirrorError(
+                f"the log does not hold the columns of {', '.join(sorted(unknown))} (created "
+                "before its oldest volume): give schema= (walcdc schema of a log that has "
+                "them), or leave them out with exclude_tables="
+            )
+        for oid, batches in grouped.items():
+            if oid not in applied:
+                applied[oid] = target.applied(oid)
+            changes = reduce_changes(oid, batches, applied[oid])
+            if changes is None:
+                continue
+            target.apply(changes)
+            applied[oid] = changes.version
+            result.commits += 1
+            result.rows += changes.rows.num_rows
+            result.deleted += changes.gone.num_rows
+            result.tables.add(changes.layout.table)
+        result.rounds += 1
+        found = stream.cursor
+        if found.last_commit_lsa is not None:
+            cursor = found
+            _save_cursor(root, cursor)
+            result.cursor = cursor
+        if on_round is not None:
+            on_round(result, end)
+        if last is not None and end == last:
+            return

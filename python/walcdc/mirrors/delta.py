@@ -1,0 +1,268 @@
+"""Mirrored tables as Delta Lake tables (with ``deltalake``, delta-rs): one table directory per
+CUBRID table under the target directory, named as ``walcdc extract --by-table`` names them.
+
+Each commit of a table carries a Delta transaction identifier (``txn``: the app id
+``walcdc-<db_creation>``, the version the commit LSA of the last transaction applied), written
+in the same atomic commit as the rows: a run reads it back and skips what the table already
+holds, so a run repeated after a crash applies nothing twice and loses nothing. Rows are merged
+by primary key (``MERGE``); a new layout (ALTER), a TRUNCATE or a table's first rows rewrite the
+table in one overwrite commit."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, List, Optional, Set
+
+import pyarrow as pa
+
+from walcdc import lsa as L
+from walcdc.mirrors.reduce import (
+    META,
+    Layout,
+    MirrorError,
+    TableChanges,
+    attribute_id,
+    cast_column,
+    filled,
+)
+from walcdc.sinks.tables import table_directory
+
+#: Where a dropped table's directory goes: its name, this, the commit LSA of the DROP. ``~``
+#: is escaped in a table's own directory name, so no table's directory looks like this.
+DROPPED = "~dropped-"
+
+
+def lake_type(t: pa.DataType) -> pa.DataType:
+    """The Delta Lake type of a walcdc type: ENUM labels as strings, TIME as ``HH:MM:SS`` text
+    (Delta has no time of day), timestamps in microseconds, unsigned integers widened."""
+    if pa.types.is_dictionary(t):
+        return lake_type(t.value_type)
+    if pa.types.is_time(t):
+        return pa.string()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_unsigned_integer(t):
+        return {8: pa.int16(), 16: pa.int32()}.get(t.bit_width, pa.int64())
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(lake_type(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(lake_type(t.value_type)))
+    return t
+
+
+def lake_schema(layout: Layout) -> pa.Schema:
+    return pa.schema([f.with_type(lake_type(f.type)) for f in layout.schema()])
+
+
+def lake_layout(layout: Layout) -> Layout:
+    return Layout(
+        layout.table,
+        tuple(f.with_type(lake_type(f.type)) for f in layout.fields),
+        layout.key,
+        layout.defaults,
+    )
+
+
+def to_lake(table: pa.Table, layout: Layout) -> pa.Table:
+    schema = lake_schema(layout)
+    return pa.Table.from_arrays(
+        [c.cast(f.type) for c, f in zip(table.columns, schema)], schema=schema
+    )
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltaTarget:
+    """The Delta tables under ``root``, found by what their description says (the class OID
+    and database of each), whatever directory they are in now."""
+
+    def __init__(self, root: str, db_creation: int, storage_options=None):
+        import deltalake  # noqa: F401  (a clear ImportError first: the extra is optional)
+
+        self.root = os.fspath(root)
+        self.db_creation = db_creation
+        self.app_id = f"walcdc-{db_creation}"
+        self.storage_options = storage_options
+        self.paths: Dict[int, str] = {}
+        os.makedirs(self.root, exist_ok=True)
+        for name in sorted(os.listdir(self.root)):
+            path = os.path.join(self.root, name)
+            if not os.path.isdir(os.path.join(path, "_delta_log")):
+                continue
+            info = self._info(path)
+            if info is None:
+                continue
+            if info.get("db_creation") != db_creation:
+                raise MirrorError(
+                    f"{path} mirrors a table of another database (created at "
+                    f"{info.get('db_creation')}, this log's at {db_creation})",
+                    file=path,
+                )
+            oid = info["class_oid"]
+            if oid in self.paths:
+                raise MirrorError(
+                    f"{path} and {self.paths[oid]} both mirror table {oid}", file=path
+                )
+            self.paths[oid] = path
+
+    def _info(self, path: str) -> Optional[dict]:
+        from deltalake import DeltaTable
+
+        try:
+            description = (
+                DeltaTable(path, storage_options=self.storage_options).metadata().description
+            )
+            info = json.loads(description or "null")
+        except ValueError:
+            return None
+        return info if isinstance(info, dict) and info.get("walcdc") == 1 else None
+
+    def tables(self) -> Dict[int, str]:
+        return dict(self.paths)
+
+    def applied(self, class_oid: int) -> Optional[int]:
+        """The commit LSA of the last transaction the table holds (None: no table yet)."""
+        from deltalake import DeltaTable
+
+        path = self.paths.get(class_oid)
+        if path is None:
+            return None
+        return DeltaTable(path, storage_options=self.storage_options).transaction_version(
+            self.app_id
+        )
+
+    def _place(self, changes: TableChanges) -> str:
+        """The table's directory, after moving it where its name says (RENAME TABLE, DROP
+        TABLE) before the commit: a commit never lands before its move."""
+        name = table_directory(changes.layout.table)
+        if changes.dropped:
+            name += DROPPED + L.format_lsa(changes.version).replace("|", "_")
+        want = os.path.join(self.root, name)
+        now = self.paths.get(changes.class_oid)
+        if now != want and os.path.exists(want):
+            raise MirrorError(
+                f"{want} exists and does not mirror table {changes.layout.table} "
+                f"(class {changes.class_oid})",
+                file=want,
+            )
+        if now is not None and now != want:
+            os.rename(now, want)
+        self.paths[changes.class_oid] = want
+        return want
+
+    def apply(self, changes: TableChanges) -> None:
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        path = self._place(changes)
+        exists = os.path.isdir(os.path.join(path, "_delta_log"))
+        layout = lake_layout(changes.layout)
+        schema = lake_schema(changes.layout)
+        table = DeltaTable(path, storage_options=self.storage_options) if exists else None
+        same = table is not None and _columns(pa.schema(table.schema())) == layout.columns()
+        if same and not changes.changes_rows():
+            return  # a DDL that changes no column (an index, a rename): nothing to commit
+        rows = to_lake(changes.rows, changes.layout)
+        types = {f.name: f.type for f in schema}
+        gone = changes.gone
+        gone = pa.table({n: gone.column(n).cast(types[n]) for n in gone.column_names})
+        commit = CommitProperties(
+            app_transactions=[Transaction(self.app_id, changes.version)],
+            custom_metadata={"walcdc.commit_lsa": L.format_lsa(changes.version)},
+        )
+        if same and not changes.truncated:
+            self._merge(table, layout, rows, gone, commit)
+            return
+        if table is None or changes.truncated:
+            base = schema.empty_table()
+        else:
+            base = _reproject(table.to_pyarrow_table(), layout)
+            base = _without(base, layout.key_columns(), [rows, gone])
+        description = json.dumps(
+            {"walcdc": 1, "class_oid": changes.class_oid, "db_creation": self.db_creation}
+        )
+        write_deltalake(
+            path,
+            pa.concat_tables([base, rows]),
+            mode="overwrite",
+            schema_mode="overwrite",
+            name=changes.layout.table,
+            description=description,
+            storage_options=self.storage_options,
+            commit_properties=commit,
+        )
+
+    def _merge(self, table, layout: Layout, rows: pa.Table, gone: pa.Table, commit) -> None:
+        key = layout.key_columns()
+        # The rows gone, as rows of nulls but their key, marked.
+        padding = [
+            gone.column(f.name).cast(f.type) if f.name in key else pa.nulls(gone.num_rows, f.type)
+            for f in rows.schema
+        ]
+        source = pa.concat_tables([rows, pa.Table.from_arrays(padding, schema=rows.schema)])
+        deleted = [False] * rows.num_rows + [True] * gone.num_rows
+        source = source.append_column("_walcdc_deleted", pa.array(deleted, pa.bool_()))
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in key)
+        values = {_quote(f.name): f"s.{_quote(f.name)}" for f in rows.schema}
+        (
+            table.merge(
+                source,
+                predicate,
+                source_alias="s",
+                target_alias="t",
+                commit_properties=commit,
+            )
+            .when_matched_delete("s._walcdc_deleted")
+            .when_matched_update(values, "NOT s._walcdc_deleted")
+            .when_not_matched_insert(values, "NOT s._walcdc_deleted")
+            .execute()
+        )
+
+
+def _columns(schema: pa.Schema):
+    """A Delta table's own columns as (attribute id, name, type), without :data:`META`."""
+    meta = {f.name for f in META}
+    return tuple(
+        (attribute_id(f), f.name, f.type)
+        for f in schema
+        if f.name not in meta and f.metadata and b"walcdc.attribute_id" in f.metadata
+    )
+
+
+def _reproject(table: pa.Table, layout: Layout) -> pa.Table:
+    """A table's rows (Delta types) in ``layout``'s columns (Delta types), by attribute id."""
+    meta = {f.name for f in META}
+    by_id = {
+        attribute_id(f): table.column(i)
+        for i, f in enumerate(table.schema)
+        if f.name not in meta and f.metadata and b"walcdc.attribute_id" in f.metadata
+    }
+    n = table.num_rows
+    out = []
+    for f, default in zip(layout.fields, layout.defaults):
+        c = by_id.get(attribute_id(f))
+        if c is None:
+            out.append(filled(default, f, n, layout.table))
+        else:
+            out.append(cast_column(c.combine_chunks(), f, layout.table))
+    for f in META:
+        out.append(table.column(f.name).cast(lake_type(f.type)))
+    return pa.Table.from_arrays(
+        out, schema=pa.schema(list(layout.fields) + [f.with_type(lake_type(f.type)) for f in META])
+    )
+
+
+def _without(base: pa.Table, key: List[str], tables: List[pa.Table]) -> pa.Table:
+    """``base`` without the rows whose key is in one of ``tables``."""
+    keys: Set[tuple] = set()
+    for t in tables:
+        keys.update(zip(*(t.column(k).to_pylist() for k in key)))
+    if not keys or not base.num_rows:
+        return base
+    mine = zip(*(base.column(k).to_pylist() for k in key))
+    return base.filter(pa.array([k not in keys for k in mine], pa.bool_()))
+
+
+__all__ = ["DROPPED", "DeltaTarget", "lake_type"]
