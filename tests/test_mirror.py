@@ -70,33 +70,143 @@ def read_delta(path: Path) -> pa.Table:
     table = deltalake.DeltaTable(str(path)).to_pyarrow_table()
     schema = table.schema
     own = [pq.read_table(f).cast(schema) for f in delta_files(path)]
-    mine = pa.concat_tables(own) if own else schema.empty_table()
+    return same_rows(table, pa.concat_tables(own) if own else schema.empty_table(), path)
+
+
+def same_rows(table: pa.Table, mine: pa.Table, what) -> pa.Table:
     key = [(c, "ascending") for c in (COMMIT_LSA, ROW_OID)]
-    assert mine.sort_by(key).equals(table.sort_by(key)), path
+    assert mine.sort_by(key).equals(table.sort_by(key)), what
     return table
 
 
-def mirrored(out: Path):
-    """Each mirrored table's rows by directory name (dropped tables left out)."""
-    return {
-        p.name: read_delta(p)
-        for p in sorted(out.iterdir())
-        if (p / "_delta_log").is_dir() and DROPPED not in p.name
-    }
+def iceberg_files(metadata_location: str):
+    """The data files of an Iceberg table's current snapshot and its schema's fields by id,
+    from its metadata alone (the metadata JSON, the manifest list and manifests, with
+    fastavro); a mirror writes no delete files (copy on write)."""
+    import fastavro
+
+    def local(uri: str) -> str:
+        return uri[len("file://") :] if uri.startswith("file://") else uri
+
+    meta = json.loads(Path(local(metadata_location)).read_text())
+    schema = next(x for x in meta["schemas"] if x["schema-id"] == meta["current-schema-id"])
+    fields = {f["id"]: f["name"] for f in schema["fields"]}
+    current = meta.get("current-snapshot-id")
+    if current is None or current == -1:
+        return [], fields
+    snapshot = next(x for x in meta["snapshots"] if x["snapshot-id"] == current)
+    files = []
+    with open(local(snapshot["manifest-list"]), "rb") as f:
+        manifests = list(fastavro.reader(f))
+    for m in manifests:
+        assert m.get("content", 0) == 0, "a delete manifest"
+        with open(local(m["manifest_path"]), "rb") as f:
+            for entry in fastavro.reader(f):
+                if entry["status"] != 2:  # 2: deleted
+                    assert entry["data_file"].get("content", 0) == 0, "a delete file"
+                    files.append(local(entry["data_file"]["file_path"]))
+    return files, fields
+
+
+def read_iceberg_files(metadata_location: str, schema: pa.Schema) -> pa.Table:
+    """The table's rows from its Parquet files, each file's columns matched to the current
+    schema by field id (a renamed column keeps its old name in older files)."""
+    files, fields = iceberg_files(metadata_location)
+    parts = []
+    for f in files:
+        data = pq.read_table(f)
+        by_name = {}
+        for field in data.schema:
+            fid = int(field.metadata[b"PARQUET:field_id"])
+            if fid in fields:
+                by_name[fields[fid]] = data.column(field.name)
+        columns = [
+            by_name[x.name].cast(x.type) if x.name in by_name else pa.nulls(data.num_rows, x.type)
+            for x in schema
+        ]
+        parts.append(pa.Table.from_arrays(columns, schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+class Delta:
+    kind = "delta"
+
+    @staticmethod
+    def name_of(table: str) -> str:
+        return table_directory(table)
+
+    @staticmethod
+    def tables(out: Path):
+        """Each mirrored table's rows by directory name (dropped tables left out)."""
+        return {
+            p.name: read_delta(p)
+            for p in sorted(out.iterdir())
+            if (p / "_delta_log").is_dir() and DROPPED not in p.name
+        }
+
+    @staticmethod
+    def dropped(out: Path):
+        return sorted(p.name.split(DROPPED)[0] for p in out.iterdir() if DROPPED in p.name)
+
+
+class Iceberg:
+    kind = "iceberg"
+
+    @staticmethod
+    def name_of(table: str) -> str:
+        return table
+
+    @staticmethod
+    def _idents(out: Path):
+        from walcdc.mirrors.iceberg import open_catalog
+
+        catalog = open_catalog(str(out), None)
+        names = [i for n in catalog.list_namespaces() for i in catalog.list_tables(n)]
+        return catalog, names
+
+    @classmethod
+    def tables(cls, out: Path):
+        """Each mirrored table's rows by owner.table (dropped tables left out)."""
+        catalog, idents = cls._idents(out)
+        got = {}
+        for ident in idents:
+            name = ".".join(ident)
+            if DROPPED not in name:
+                t = catalog.load_table(ident)
+                table = t.scan().to_arrow()
+                mine = read_iceberg_files(t.metadata_location, table.schema)
+                got[name] = same_rows(table, mine, name)
+        return got
+
+    @classmethod
+    def dropped(cls, out: Path):
+        _, idents = cls._idents(out)
+        names = [".".join(i) for i in idents]
+        return sorted(n.split(DROPPED)[0] for n in names if DROPPED in n)
+
+
+TARGETS = {"delta": Delta, "iceberg": Iceberg}
+
+
+@pytest.fixture(params=sorted(TARGETS))
+def target(request):
+    if request.param == "iceberg":
+        pytest.importorskip("pyiceberg")
+    return TARGETS[request.param]
 
 
 def lake_value(value, col):
     """A mirrored value as the typed stream has it (TIME is text in Delta)."""
-    if value is not None and col["type"] == TIME:
+    if value is not None and col["type"] == TIME and isinstance(value, str):
         return datetime.time.fromisoformat(value)
     return value
 
 
-def check_final_state(name: str, out: Path) -> None:
+def check_final_state(name: str, out: Path, target) -> None:
     log = walcdc.open_log(fixture_dir(name))
     schemas = log.schemas()
     by_name = {s["name"].rsplit(".", 1)[-1]: s for s in schemas if "." in s["name"]}
-    tables = mirrored(out)
+    tables = target.tables(out)
     files = sorted((ground_truth(name) / "final_state").glob("*.tsv*"))
     assert files
     seen = set()
@@ -111,9 +221,9 @@ def check_final_state(name: str, out: Path) -> None:
         cur = next(r for r in s["representations"] if r["repid"] == s["current_repid"])
         cols = {c["name"]: c for c in cur["columns"]}
         header, want = read_tsv(path)
-        directory = table_directory(s["name"])
-        seen.add(directory)
-        rows = tables[directory].to_pylist() if directory in tables else []
+        mirrored = target.name_of(s["name"])
+        seen.add(mirrored)
+        rows = tables[mirrored].to_pylist() if mirrored in tables else []
         got = [
             tuple(
                 client_text(
@@ -127,66 +237,65 @@ def check_final_state(name: str, out: Path) -> None:
         ]
         assert sorted(got) == sorted(want), table
     # Every mirrored table is one of the final tables, or a table that was empty at the end.
-    for directory, t in tables.items():
-        assert directory in seen or t.num_rows == 0, directory
+    for mirrored, t in tables.items():
+        assert mirrored in seen or t.num_rows == 0, mirrored
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_a_mirror_of_the_whole_log_equals_the_final_tables(name, tmp_path):
-    done = mirror(fixture_dir(name), f"delta:{tmp_path}")
+def test_a_mirror_of_the_whole_log_equals_the_final_tables(name, target, tmp_path):
+    to = f"{target.kind}:{tmp_path}"
+    done = mirror(fixture_dir(name), to)
     assert done.commits > 0
-    check_final_state(name, tmp_path)
+    check_final_state(name, tmp_path, target)
     # Run again: nothing new, nothing applied twice.
-    again = mirror(fixture_dir(name), f"delta:{tmp_path}")
-    assert again.commits == 0
-    check_final_state(name, tmp_path)
+    assert mirror(fixture_dir(name), to).commits == 0
+    check_final_state(name, tmp_path, target)
 
 
-def test_small_rounds_give_the_tables_of_one_round(tmp_path):
+def test_small_rounds_give_the_tables_of_one_round(target, tmp_path):
     """breadth in rounds of a few pages: ALTERs, a RENAME COLUMN, a TRUNCATE and a DROP land
     in rounds of their own or among others, and every table commits once per round."""
-    mirror(fixture_dir("breadth"), f"delta:{tmp_path / 'one'}")
-    done = mirror(fixture_dir("breadth"), f"delta:{tmp_path / 'many'}", commit_every=64 << 10)
+    one, many = tmp_path / "one", tmp_path / "many"
+    mirror(fixture_dir("breadth"), f"{target.kind}:{one}")
+    done = mirror(fixture_dir("breadth"), f"{target.kind}:{many}", commit_every=64 << 10)
     assert done.rounds > 10
-    check_final_state("breadth", tmp_path / "many")
-    assert_same_mirrors(tmp_path / "one", tmp_path / "many")
-    dropped = [p.name for p in (tmp_path / "many").iterdir() if DROPPED in p.name]
-    assert [d.split(DROPPED)[0] for d in dropped] == ["dba.t_dropme"]
+    check_final_state("breadth", many, target)
+    assert_same_mirrors(one, many, target)
+    assert target.dropped(many) == [target.name_of("dba.t_dropme")]
 
 
-def rows_of(out: Path):
-    """Every table's rows by directory, without the metadata of the commit that wrote them."""
+def rows_of(out: Path, target):
+    """Every table's rows, each as text."""
     return {
         d: sorted(
             json.dumps({k: str(v) for k, v in r.items()}, sort_keys=True) for r in t.to_pylist()
         )
-        for d, t in mirrored(out).items()
+        for d, t in target.tables(out).items()
     }
 
 
-def assert_same_mirrors(a: Path, b: Path) -> None:
-    got, want = rows_of(b), rows_of(a)
+def assert_same_mirrors(a: Path, b: Path, target) -> None:
+    got, want = rows_of(b, target), rows_of(a, target)
     assert sorted(got) == sorted(want)
     for d in want:
         assert got[d] == want[d], d
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-def test_runs_over_a_growing_log_give_the_tables_of_one_run(seed, tmp_path):
-    """Runs that each read up to a later commit (``end=`` through the start of the next run's
-    log: the mirror's cursor and each table's position carry it on)."""
+def test_runs_over_a_growing_log_give_the_tables_of_one_run(seed, target, tmp_path):
+    """Runs that each read up to a later commit (the mirror's cursor and each table's
+    position carry the next one on)."""
     log = walcdc.open_log(fixture_dir("breadth"))
     commits = walcdc.read_changes(log, decode=False).read_all()
     lsas = sorted(set(commits.column("commit_lsa").to_pylist()))
     rng = random.Random(seed)
     cuts = sorted(rng.sample(lsas, rng.randint(1, 4)))
-    one = tmp_path / "one"
-    mirror(log, f"delta:{one}")
-    many = tmp_path / "many"
+    one, many = tmp_path / "one", tmp_path / "many"
+    mirror(log, f"{target.kind}:{one}")
     for cut in cuts:
-        mirror(log, f"delta:{many}", end=cut)
-    mirror(log, f"delta:{many}")
-    assert_same_mirrors(one, many)
+        mirror(log, f"{target.kind}:{many}", end=cut)
+    mirror(log, f"{target.kind}:{many}")
+    assert_same_mirrors(one, many, target)
 
 
 def _run_killed(cmd, out: Path, delay: float) -> bool:
@@ -215,14 +324,14 @@ def _run_killed(cmd, out: Path, delay: float) -> bool:
 KILLS = tiered(20, 60)
 
 
-def test_a_mirror_killed_at_random_moments_and_run_again_equals_one_run(tmp_path):
+def test_a_mirror_killed_at_random_moments_and_run_again_equals_one_run(target, tmp_path):
     """breadth in small rounds (a commit per table every few pages: merges, rewrites after
     ALTER, a TRUNCATE, a DROP's move), the run killed with SIGKILL at random moments (each
     run killed goes on from where the one before stopped; a mirror done starts again empty),
     then run to its end: every time, the tables of one run."""
     log_dir = fixture_dir("breadth")
     one = tmp_path / "one"
-    mirror(log_dir, f"delta:{one}", commit_every=64 << 10)
+    mirror(log_dir, f"{target.kind}:{one}", commit_every=64 << 10)
     cmd = [sys.executable, "-m", "walcdc.cli", "mirror", str(log_dir), "--commit-every-mb"]
     cmd += ["0.0625", "--no-progress", "--to"]
     rng = random.Random(11)
@@ -231,11 +340,11 @@ def test_a_mirror_killed_at_random_moments_and_run_again_equals_one_run(tmp_path
         out = tmp_path / f"killed-{attempt}"
         attempt += 1
         while kills < KILLS:
-            if _run_killed([*cmd, f"delta:{out}"], out, rng.uniform(0.0, 2.5)):
+            if _run_killed([*cmd, f"{target.kind}:{out}"], out, rng.uniform(0.0, 2.5)):
                 break  # done before the kill: compare, then start another
             kills += 1
-        assert _run_killed([*cmd, f"delta:{out}"], out, 600)
-        assert_same_mirrors(one, out)
+        assert _run_killed([*cmd, f"{target.kind}:{out}"], out, 600)
+        assert_same_mirrors(one, out, target)
         shutil.rmtree(out)
 
 
@@ -244,35 +353,37 @@ def middle_commit(log) -> int:
     return commits[len(commits) // 2].as_py()
 
 
-def test_a_run_never_takes_a_table_back(tmp_path):
+def test_a_run_never_takes_a_table_back(target, tmp_path):
     """The cursor file only says where to start reading: lost, a run reads the log again from
     its beginning and each table's own position keeps what it already holds (a run up to an
     earlier commit changes nothing, nor does a whole run)."""
     log = walcdc.open_log(fixture_dir("breadth"))
-    mirror(log, f"delta:{tmp_path}")
-    before = rows_of(tmp_path)
+    to = f"{target.kind}:{tmp_path}"
+    mirror(log, to)
+    before = rows_of(tmp_path, target)
     os.remove(tmp_path / CURSOR_FILE)
-    assert mirror(log, f"delta:{tmp_path}", end=middle_commit(log)).commits == 0
-    assert rows_of(tmp_path) == before
+    assert mirror(log, to, end=middle_commit(log)).commits == 0
+    assert rows_of(tmp_path, target) == before
     os.remove(tmp_path / CURSOR_FILE)
-    assert mirror(log, f"delta:{tmp_path}").commits == 0
-    assert rows_of(tmp_path) == before
+    assert mirror(log, to).commits == 0
+    assert rows_of(tmp_path, target) == before
 
 
-def test_another_databases_mirror_is_refused(tmp_path):
-    mirror(fixture_dir("breadth"), f"delta:{tmp_path}")
+def test_another_databases_mirror_is_refused(target, tmp_path):
+    mirror(fixture_dir("breadth"), f"{target.kind}:{tmp_path}")
+    os.remove(tmp_path / CURSOR_FILE)  # the tables themselves say whose they are
     with pytest.raises(walcdc.MirrorError, match="another database"):
-        mirror(fixture_dir("p4k"), f"delta:{tmp_path}")
-    with pytest.raises(walcdc.InvalidArgumentError, match="delta:DIRECTORY"):
-        mirror(fixture_dir("p4k"), str(tmp_path))
+        mirror(fixture_dir("p4k"), f"{target.kind}:{tmp_path}")
 
 
 def test_the_command_line(tmp_path):
     r = CliRunner().invoke(main, ["mirror", "--sample", "--to", f"delta:{tmp_path}"])
     assert r.exit_code == 0, r.output
     assert "commits to 12 tables" in r.output
-    check_final_state("breadth", tmp_path)
+    check_final_state("breadth", tmp_path, Delta)
     r = CliRunner().invoke(main, ["mirror", "--sample", "--to", f"delta:{tmp_path}"])
     assert r.exit_code == 0 and "0 commits" in r.output, r.output
     r = CliRunner().invoke(main, ["mirror", "--sample", "--to", "parquet:x"])
     assert r.exit_code == 2 and "--to" in r.output, r.output
+    with pytest.raises(walcdc.InvalidArgumentError, match="delta:DIRECTORY"):
+        mirror(fixture_dir("p4k"), str(tmp_path))

@@ -1111,8 +1111,17 @@ def serve(
     "--to",
     "target",
     required=True,
-    metavar="delta:DIR",
-    help="Where the tables go: delta:DIR (one Delta Lake table per CUBRID table in DIR).",
+    metavar="delta:DIR|iceberg:DIR",
+    help="Where the tables go: delta:DIR (one Delta Lake table per CUBRID table in DIR) or "
+    "iceberg:DIR (Iceberg tables in a SQL catalog on SQLite in DIR, or in --catalog).",
+)
+@click.option(
+    "--catalog",
+    "catalog_properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="With iceberg:DIR, the Iceberg catalog (pyiceberg's load_catalog properties, e.g. "
+    "type=rest uri=https://...); DIR then holds only the cursor file. Repeated.",
 )
 @click.option(
     "--commit-every-mb",
@@ -1146,6 +1155,7 @@ def mirror(
     paths,
     sample,
     target,
+    catalog_properties,
     commit_every_mb,
     tables,
     exclude_tables,
@@ -1166,11 +1176,18 @@ def mirror(
 
     \b
     walcdc mirror /var/lib/cubrid/log --to delta:/lake/cubrid
+    walcdc mirror /var/lib/cubrid/log --to iceberg:/lake/iceberg
     """
     from walcdc.mirrors import mirror as run
 
     paths = _paths(paths, sample)
     source = paths[0] if len(paths) == 1 else paths
+    catalog = {}
+    for item in catalog_properties:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--catalog")
+        catalog[key] = value
     log = _open(paths)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)
@@ -1179,6 +1196,7 @@ def mirror(
             source,
             target,
             commit_every=max(1, int(commit_every_mb * (1 << 20))),
+            catalog=catalog or None,
             follow=follow,
             poll_interval=poll_interval,
             idle_timeout=idle_timeout,

@@ -38,7 +38,7 @@ CURSOR_FILE = "_walcdc_mirror.json"
 #: mirror reads the committed, typed stream).
 OPTIONS = ("tables", "exclude_tables", "users", "schema", "start", "end", "on_encrypted")
 OPTIONS += ("memory_limit",)
-TARGETS = ("delta",)
+TARGETS = ("delta", "iceberg")
 
 
 @dataclass
@@ -58,7 +58,7 @@ class MirrorResult:
 def _target(to: str) -> Tuple[str, str]:
     kind, sep, where = str(to).partition(":")
     if not sep or kind not in TARGETS or not where:
-        text = f"{{}}{to!r}: give delta:DIRECTORY"
+        text = f"{{}}{to!r}: give delta:DIRECTORY or iceberg:DIRECTORY"
         raise argument_error("to", text)
     return kind, where
 
@@ -101,18 +101,24 @@ def mirror(
     poll_interval: float = 1.0,
     idle_timeout: Optional[float] = None,
     storage_options: Optional[Dict[str, str]] = None,
+    catalog: Optional[Dict[str, str]] = None,
     on_round: Optional[Callable[[MirrorResult, Optional[int]], None]] = None,
     **options,
 ) -> MirrorResult:
     """Applies the committed changes of ``source`` (a log directory, files or a
-    :class:`walcdc.LogSet`) not yet in ``to`` (``"delta:DIRECTORY"``) to one table per CUBRID
-    table there, and returns what it did. ``commit_every``: bytes of log per round (each round
-    ends with a commit per table it changed). ``follow``: keep going as the log grows (every
-    ``poll_interval`` seconds; ``idle_timeout``: stop after that long with nothing new).
-    ``on_round(result, lsa)`` is called after each round with the LSA read up to. Options:
-    ``tables``, ``exclude_tables``, ``users``, ``schema``, ``on_encrypted``, ``memory_limit``
-    as in :func:`walcdc.read_changes`, and ``start`` (where a mirror with no saved position
-    starts reading).
+    :class:`walcdc.LogSet`) not yet in ``to`` to one table per CUBRID table there, and returns
+    what it did. ``to``: ``"delta:DIRECTORY"`` (Delta Lake tables in the directory) or
+    ``"iceberg:DIRECTORY"`` (Iceberg tables in a SQL catalog on SQLite in the directory, or,
+    with ``catalog=`` (the properties of ``pyiceberg.catalog.load_catalog``), in that catalog;
+    the directory then holds only the cursor file).
+
+    ``commit_every``: bytes of log per round (each round ends with a commit per table it
+    changed). ``follow``: keep going as the log grows (every ``poll_interval`` seconds;
+    ``idle_timeout``: stop after that long with nothing new). ``on_round(result, lsa)`` is
+    called after each round with the LSA read up to. Options: ``tables``, ``exclude_tables``,
+    ``users``, ``schema``, ``on_encrypted``, ``memory_limit`` as in
+    :func:`walcdc.read_changes`, ``start`` (where a mirror with no saved position starts
+    reading) and ``end`` (where a run stops).
 
     >>> import tempfile, walcdc
     >>> out = tempfile.mkdtemp()
@@ -130,7 +136,8 @@ def mirror(
     idle_since = time.monotonic()
     while True:
         before = (result.commits, result.cursor)
-        _run(source, root, kind, commit_every, storage_options, options, result, on_round)
+        target = _open_target(kind, storage_options, catalog)
+        _run(source, root, target, commit_every, options, result, on_round)
         if not follow:
             return result
         if (result.commits, result.cursor) != before:
@@ -140,11 +147,23 @@ def mirror(
         time.sleep(poll_interval)
 
 
-def _run(source, root, kind, commit_every, storage_options, options, result, on_round) -> None:
+def _open_target(kind: str, storage_options, catalog) -> Callable[[str, int], Any]:
+    """How to open the target: (directory, db_creation) -> the target."""
+    if kind == "delta":
+        if catalog:
+            raise argument_error("catalog", "{} is for iceberg: targets")
+        from walcdc.mirrors.delta import DeltaTarget
+
+        return lambda root, db: DeltaTarget(root, db, storage_options)
+    from walcdc.mirrors.iceberg import IcebergTarget
+
+    return lambda root, db: IcebergTarget(root, db, catalog)
+
+
+def _run(source, root, open_target, commit_every, options, result, on_round) -> None:
     """One pass: from the saved cursor to the end of the log as it is now."""
     from walcdc.changes import OPTION_DEFAULTS, _open_stream
     from walcdc.logset import LogSet, open_log
-    from walcdc.mirrors.delta import DeltaTarget
     from walcdc.mirrors.reduce import reduce_changes
 
     log = source if isinstance(source, LogSet) and not result.rounds else None
@@ -152,7 +171,7 @@ def _run(source, root, kind, commit_every, storage_options, options, result, on_
         log = open_log(source._paths if isinstance(source, LogSet) else source)
     db_creation = log.header()["db_creation"]
     os.makedirs(root, exist_ok=True)
-    target = DeltaTarget(root, db_creation, storage_options)
+    target = open_target(root, db_creation)
     cursor = _load_cursor(root, db_creation)
     start = None if cursor is not None else options.get("start")
     from walcdc.options import position

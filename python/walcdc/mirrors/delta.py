@@ -12,20 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Dict, List, Optional, Set
+from typing import Dict, Optional
 
 import pyarrow as pa
 
 from walcdc import lsa as L
-from walcdc.mirrors.reduce import (
-    META,
-    Layout,
-    MirrorError,
-    TableChanges,
-    attribute_id,
-    cast_column,
-    filled,
-)
+from walcdc.mirrors.lake import LakeTypes, field_ids, own_columns, without
+from walcdc.mirrors.reduce import Layout, MirrorError, TableChanges
 from walcdc.sinks.tables import table_directory
 
 #: Where a dropped table's directory goes: its name, this, the commit LSA of the DROP. ``~``
@@ -33,42 +26,8 @@ from walcdc.sinks.tables import table_directory
 DROPPED = "~dropped-"
 
 
-def lake_type(t: pa.DataType) -> pa.DataType:
-    """The Delta Lake type of a walcdc type: ENUM labels as strings, TIME as ``HH:MM:SS`` text
-    (Delta has no time of day), timestamps in microseconds, unsigned integers widened."""
-    if pa.types.is_dictionary(t):
-        return lake_type(t.value_type)
-    if pa.types.is_time(t):
-        return pa.string()
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz=t.tz)
-    if pa.types.is_unsigned_integer(t):
-        return {8: pa.int16(), 16: pa.int32()}.get(t.bit_width, pa.int64())
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(lake_type(f.type)) for f in t])
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(lake_type(t.value_type)))
-    return t
-
-
-def lake_schema(layout: Layout) -> pa.Schema:
-    return pa.schema([f.with_type(lake_type(f.type)) for f in layout.schema()])
-
-
-def lake_layout(layout: Layout) -> Layout:
-    return Layout(
-        layout.table,
-        tuple(f.with_type(lake_type(f.type)) for f in layout.fields),
-        layout.key,
-        layout.defaults,
-    )
-
-
-def to_lake(table: pa.Table, layout: Layout) -> pa.Table:
-    schema = lake_schema(layout)
-    return pa.Table.from_arrays(
-        [c.cast(f.type) for c, f in zip(table.columns, schema)], schema=schema
-    )
+#: Delta Lake's types for walcdc's (TIME as ``HH:MM:SS`` text: Delta has no time of day).
+TYPES = LakeTypes(pa.string())
 
 
 def _quote(name: str) -> str:
@@ -158,13 +117,14 @@ class DeltaTarget:
 
         path = self._place(changes)
         exists = os.path.isdir(os.path.join(path, "_delta_log"))
-        layout = lake_layout(changes.layout)
-        schema = lake_schema(changes.layout)
+        layout = TYPES.layout(changes.layout)
+        schema = TYPES.schema(changes.layout)
         table = DeltaTable(path, storage_options=self.storage_options) if exists else None
-        same = table is not None and _columns(pa.schema(table.schema())) == layout.columns()
+        now = pa.schema(table.schema()) if table is not None else None
+        same = now is not None and own_columns(now, field_ids(now)) == layout.columns()
         if same and not changes.changes_rows():
             return  # a DDL that changes no column (an index, a rename): nothing to commit
-        rows = to_lake(changes.rows, changes.layout)
+        rows = TYPES.table(changes.rows, changes.layout)
         types = {f.name: f.type for f in schema}
         gone = changes.gone
         gone = pa.table({n: gone.column(n).cast(types[n]) for n in gone.column_names})
@@ -178,8 +138,8 @@ class DeltaTarget:
         if table is None or changes.truncated:
             base = schema.empty_table()
         else:
-            base = _reproject(table.to_pyarrow_table(), layout)
-            base = _without(base, layout.key_columns(), [rows, gone])
+            base = TYPES.reproject(table.to_pyarrow_table(), field_ids(now), changes.layout)
+            base = without(base, layout.key_columns(), [rows, gone])
         description = json.dumps(
             {"walcdc": 1, "class_oid": changes.class_oid, "db_creation": self.db_creation}
         )
@@ -221,48 +181,4 @@ class DeltaTarget:
         )
 
 
-def _columns(schema: pa.Schema):
-    """A Delta table's own columns as (attribute id, name, type), without :data:`META`."""
-    meta = {f.name for f in META}
-    return tuple(
-        (attribute_id(f), f.name, f.type)
-        for f in schema
-        if f.name not in meta and f.metadata and b"walcdc.attribute_id" in f.metadata
-    )
-
-
-def _reproject(table: pa.Table, layout: Layout) -> pa.Table:
-    """A table's rows (Delta types) in ``layout``'s columns (Delta types), by attribute id."""
-    meta = {f.name for f in META}
-    by_id = {
-        attribute_id(f): table.column(i)
-        for i, f in enumerate(table.schema)
-        if f.name not in meta and f.metadata and b"walcdc.attribute_id" in f.metadata
-    }
-    n = table.num_rows
-    out = []
-    for f, default in zip(layout.fields, layout.defaults):
-        c = by_id.get(attribute_id(f))
-        if c is None:
-            out.append(filled(default, f, n, layout.table))
-        else:
-            out.append(cast_column(c.combine_chunks(), f, layout.table))
-    for f in META:
-        out.append(table.column(f.name).cast(lake_type(f.type)))
-    return pa.Table.from_arrays(
-        out, schema=pa.schema(list(layout.fields) + [f.with_type(lake_type(f.type)) for f in META])
-    )
-
-
-def _without(base: pa.Table, key: List[str], tables: List[pa.Table]) -> pa.Table:
-    """``base`` without the rows whose key is in one of ``tables``."""
-    keys: Set[tuple] = set()
-    for t in tables:
-        keys.update(zip(*(t.column(k).to_pylist() for k in key)))
-    if not keys or not base.num_rows:
-        return base
-    mine = zip(*(base.column(k).to_pylist() for k in key))
-    return base.filter(pa.array([k not in keys for k in mine], pa.bool_()))
-
-
-__all__ = ["DROPPED", "DeltaTarget", "lake_type"]
+__all__ = ["DROPPED", "TYPES", "DeltaTarget"]
