@@ -50,6 +50,9 @@ sys.path.insert(0, str(HERE))
 
 CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
 SPARK_CASES = [f"{kind}_{n}" for kind in ("spark", "format", "table", "stream") for n in ("1", "N")]
+# Writers of every table's rows (--cases): typed Parquet by table (extract --by-table), and the
+# mirrors (items: rows written and keys deleted).
+WRITE_CASES = ["by_table", "mirror_delta", "mirror_iceberg"]
 # Set (by --pin-one) for the case processes: local[1] runs on one CPU.
 PIN_ONE = "WALCDC_BENCH_PIN_ONE"
 # Cores of the Spark cases.
@@ -81,6 +84,22 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
             with open(f, "rb", buffering=0) as fh:
                 while fh.readinto(buf):
                     pass
+    elif case in WRITE_CASES:
+        import tempfile
+
+        import walcdc
+
+        with tempfile.TemporaryDirectory() as out:
+            t = time.perf_counter()  # imports are not the work
+            if case == "by_table":
+                from walcdc.sinks.tables import write_tables
+
+                items = write_tables(walcdc.read_changes_by_table(path), out).rows
+            else:
+                done = walcdc.mirror(path, f"{case.split('_', 1)[1]}:{out}")
+                items = done.rows + done.deleted
+            seconds = time.perf_counter() - t
+        return {"seconds": seconds, "items": items}
     elif case in SPARK_CASES:
         items = 0
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -322,7 +341,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1GB", help="comma-separated log sizes, e.g. 1GB,4GB,16GB")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "walcdc-bench"))
     ap.add_argument("--out", default="bench-results")
-    ap.add_argument("--cases", help=f"comma-separated subset of {','.join(CASES + SPARK_CASES)}")
+    every = ",".join(CASES + SPARK_CASES + WRITE_CASES)
+    ap.add_argument("--cases", help=f"comma-separated subset of {every}")
     ap.add_argument("--spark", action="store_true", help="also Spark local[1] against local[N]")
     ap.add_argument(
         "--pin-one", action="store_true", help="local[1] cases on one CPU (sched_setaffinity)"

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from walcdc import _native
 from walcdc import oid as _oid
+from walcdc.ddl import DdlType, ObjectType
 
 __all__ = [
     "LogWriter",
@@ -422,8 +423,8 @@ RVHF_INSERT_NEWHOME = 50
 REC_ASSIGN_ADDRESS = 1
 REC_NEWHOME = 3
 REC_RELOCATION = 4
-DDL_CREATE = 0
-DDL_ALTER = 1
+DDL_CREATE = DdlType.CREATE
+DDL_ALTER = DdlType.ALTER
 
 __all__ += ["Table", "class_record", "typed_row", "decode_typed_row", "canonical_json"]
 
@@ -585,7 +586,7 @@ def _ddl(self: Transaction, ddl_type: int, class_oid: int, statement: str) -> in
     oid = _packed_oid(class_oid)
     payload = (
         ddl_type.to_bytes(4, "big")
-        + (0).to_bytes(4, "big")  # object type: TABLE
+        + int(ObjectType.TABLE).to_bytes(4, "big")
         + oid
         + oid
         + len(stmt).to_bytes(4, "big")

@@ -123,6 +123,7 @@ class IcebergTarget:
         if same and not changes.changes_rows():
             return  # a DDL that changes no column (an index, a rename): nothing to commit
         rows = TYPES.table(changes.rows, changes.layout)
+        _refuse_null_collections_of_structs(rows, changes.layout.table)
         types = {f.name: f.type for f in schema}
         gone = changes.gone
         gone = pa.table({n: gone.column(n).cast(types[n]) for n in gone.column_names})
@@ -180,6 +181,20 @@ class IcebergTarget:
                     update.rename_column(f.name, new.name)
         with txn.update_schema() as update:
             update.union_by_name(_plain(schema))
+
+
+def _refuse_null_collections_of_structs(rows: pa.Table, table: str) -> None:
+    """pyiceberg (0.12) writes a NULL list of structs as an empty list (its projection of
+    list<struct> rebuilds the list without its validity): such a value is refused, not written
+    wrong."""
+    for name, column in zip(rows.column_names, rows.columns):
+        t = column.type
+        if pa.types.is_list(t) and pa.types.is_struct(t.value_type) and column.null_count:
+            raise MirrorError(
+                f"{table}: column {name!r} has a NULL collection of {t.value_type}, which "
+                "pyiceberg writes as an empty one; mirror the table to Delta Lake, or leave it "
+                "out (exclude_tables=)"
+            )
 
 
 @contextlib.contextmanager

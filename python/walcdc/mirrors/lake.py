@@ -56,10 +56,10 @@ class LakeTypes:
         lake = self.layout(layout)
         by_id = {ids[n]: table.column(n) for n in table.column_names if n in ids}
         out = []
-        for f, default in zip(lake.fields, lake.defaults):
+        for own, f, column in zip(layout.fields, lake.fields, layout.defaults):
             c = by_id.get(attribute_id(f))
             if c is None:
-                out.append(filled(default, f, table.num_rows, layout.table))
+                out.append(filled(column, own, table.num_rows, layout.table).cast(f.type))
             else:
                 out.append(cast_column(c.combine_chunks(), f, layout.table))
         meta = self.meta()

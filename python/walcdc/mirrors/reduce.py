@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from walcdc.ddl import DdlType, ObjectType
 from walcdc.errors import OutputError
+from walcdc.mirrors.defaults import NoTypedDefault, typed_default
 
 #: The columns a mirrored table has besides its own: the commit LSA and time of the change
 #: that wrote the row, and the row's OID (the key of a table without a primary key).
@@ -42,12 +43,13 @@ class Layout:
     """A table's columns as one representation (and its column names at the time) has them:
     the typed fields of :func:`walcdc.read_changes_by_table` (each with its attribute id), the
     primary key's column names (empty: rows are keyed by :data:`ROW_OID`) and each column's
-    default (what a row written before the column was added holds)."""
+    dict of :meth:`walcdc.LogSet.schemas` (its default is what a row written before the column
+    was added holds)."""
 
     table: str
     fields: Tuple[pa.Field, ...]
     key: Tuple[str, ...]
-    defaults: Tuple[Any, ...]
+    defaults: Tuple[Optional[Dict[str, Any]], ...]
 
     def key_columns(self) -> Tuple[str, ...]:
         return self.key or (ROW_OID,)
@@ -65,7 +67,7 @@ def layout_of(table: str, struct: pa.StructType, columns: Dict[int, Dict[str, An
     fields = tuple(struct.field(i) for i in range(struct.num_fields))
     ids = [attribute_id(f) for f in fields]
     key = tuple(f.name for f, i in zip(fields, ids) if columns.get(i, {}).get("primary_key"))
-    defaults = tuple(columns.get(i, {}).get("default") for i in ids)
+    defaults = tuple(columns.get(i) for i in ids)
     return Layout(table, fields, key, defaults)
 
 
@@ -89,18 +91,19 @@ class TableChanges:
         return self.truncated or self.rows.num_rows > 0 or self.gone.num_rows > 0
 
 
-def filled(default: Any, field: pa.Field, n: int, table: str) -> pa.Array:
-    """``n`` values of a column added after the rows were written: its default, or null."""
-    if default is None:
+def filled(column: Optional[Dict[str, Any]], field: pa.Field, n: int, table: str) -> pa.Array:
+    """``n`` values of a column added after the rows were written (``column``: its dict of
+    :meth:`walcdc.LogSet.schemas`): its default, as CUBRID gives it to such rows, or null."""
+    if column is None or column.get("default") is None:
         return pa.nulls(n, field.type)
     try:
-        value = pa.array([default]).cast(field.type)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        value = typed_default(column, field.type)
+    except NoTypedDefault as why:
         raise MirrorError(
             f"{table}: cannot give the rows written before column {field.name!r} was added "
-            f"its default {default!r} as {field.type}"
+            f"its default: {why}"
         ) from None
-    return pa.repeat(value[0], n) if n else pa.array([], field.type)
+    return pa.repeat(value[0], n) if n else value.slice(0, 0)
 
 
 def cast_column(values: pa.Array, field: pa.Field, table: str) -> pa.Array:
