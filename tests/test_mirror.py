@@ -529,3 +529,45 @@ def test_follow_applies_what_a_live_server_commits(target, tmp_path):
 
 def rows_slot(key: int) -> int:
     return key + 1
+
+
+def test_a_renamed_table_is_followed(target, tmp_path):
+    """RENAME TABLE between two runs (the test writer: the class record renamed): the second
+    run moves the table to its new name before it commits there; no table is left under the
+    old name."""
+    from test_typed_properties import as_texts
+
+    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
+
+    writer = LogWriter(page_size=4096, active_pages=16, archive_pages=8)
+    workload = Workload(writer)
+    klass = cdc_oid(0, 300, 1)
+    columns = [
+        {"name": "id", "type": "INTEGER", "primary_key": True},
+        {"name": "v", "type": "VARCHAR", "precision": 20, "codeset": 5},
+    ]
+    old = Table.create("dba.t_old", klass, columns)
+    t = workload.begin(1)
+    t.create_table(old, statement="create table t_old (id int primary key, v varchar(20))")
+    for i in range(1, 4):
+        t.insert_row(klass, old.representation(), as_texts({"id": i, "v": f"a{i}"}), 500, i)
+    t.commit()
+    new = Table("dba.t_new", klass, old.repid, old.columns, old.old, old.next_id)
+    t = workload.begin(2)
+    t.alter_table(old, new, statement="rename table t_old as t_new")
+    t.insert_row(klass, new.representation(), as_texts({"id": 4, "v": "b4"}), 500, 4)
+    t.commit()
+    log_dir = tmp_path / "log"
+    log_dir.mkdir()
+    writer.finish(str(log_dir))
+    log = walcdc.open_log(log_dir)
+    commits = walcdc.read_changes(log, decode=False).read_all().column("commit_lsa")
+    second = max(commits.to_pylist())
+    to = f"{target.kind}:{tmp_path / 'out'}"
+    mirror(log, to, end=second)
+    assert sorted(target.tables(tmp_path / "out")) == [target.name_of("dba.t_old")]
+    mirror(log, to)
+    tables = target.tables(tmp_path / "out")
+    assert sorted(tables) == [target.name_of("dba.t_new")]
+    rows = tables[target.name_of("dba.t_new")].to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rows) == [(1, "a1"), (2, "a2"), (3, "a3"), (4, "b4")]

@@ -196,7 +196,8 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
             chosen["cursor"] = cursor
         else:
             chosen["start"] = start
-        stream = _open_stream(log, chosen, batch_size=65536, by_table=True, check_users=True)
+        # Batches of a few thousand rows: the by-table stream fills one per table at a time.
+        stream = _open_stream(log, chosen, batch_size=8192, by_table=True, check_users=True)
         grouped: Dict[int, List[Tuple[Any, Any]]] = {}
         unknown: Set[str] = set()
         for tb in stream:
