@@ -1189,26 +1189,38 @@ def mirror(
             raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--catalog")
         catalog[key] = value
     log = _open(paths)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.default_int_handler)
+    seen = {}
+
+    def on_round(result, lsa):
+        seen["result"] = result
+        bar.at(lsa)
+
     with _Progress(log.header(), progress and not follow, "mirror") as bar:
-        done = run(
-            source,
-            target,
-            commit_every=max(1, int(commit_every_mb * (1 << 20))),
-            catalog=catalog or None,
-            follow=follow,
-            poll_interval=poll_interval,
-            idle_timeout=idle_timeout,
-            on_round=lambda result, lsa: bar.at(lsa),
-            tables=list(tables) or None,
-            exclude_tables=list(exclude_tables) or None,
-            users=list(users) or None,
-            start=start,
-            end=end,
-            schema=schema_file,
-            on_encrypted=on_encrypted,
-        )
+        try:
+            done = run(
+                source,
+                target,
+                commit_every=max(1, int(commit_every_mb * (1 << 20))),
+                catalog=catalog or None,
+                follow=follow,
+                poll_interval=poll_interval,
+                idle_timeout=idle_timeout,
+                on_round=on_round,
+                tables=list(tables) or None,
+                exclude_tables=list(exclude_tables) or None,
+                users=list(users) or None,
+                start=start,
+                end=end,
+                schema=schema_file,
+                on_encrypted=on_encrypted,
+            )
+        except (KeyboardInterrupt, _Terminated):
+            if not follow:
+                raise
+            # Following: SIGINT or SIGTERM is the way to stop; every commit made is whole.
+            from walcdc.mirrors import MirrorResult
+
+            done = seen.get("result") or MirrorResult()
     click.echo(
         f"{done.commits:,} commits to {len(done.tables):,} tables: {done.rows:,} rows written, "
         f"{done.deleted:,} keys deleted",

@@ -63,7 +63,24 @@ def _target(to: str) -> Tuple[str, str]:
     return kind, where
 
 
-def _load_cursor(root: str, db_creation: int):
+#: The options that choose which changes a mirror holds: a run with others would go on from a
+#: cursor that did not read what they now take in (a table added to ``tables=`` would miss its
+#: history before the cursor).
+CHOOSING = ("tables", "exclude_tables", "users")
+
+
+def _chosen(options: Dict[str, Any]) -> Dict[str, Any]:
+    def plain(value):
+        if value is None:
+            return None
+        if isinstance(value, (str, int)):
+            return [str(value)]
+        return sorted(str(v) for v in value)
+
+    return {k: plain(options.get(k)) for k in CHOOSING}
+
+
+def _load_cursor(root: str, db_creation: int, options: Dict[str, Any]):
     from walcdc.changes import Cursor
 
     path = os.path.join(root, CURSOR_FILE)
@@ -79,14 +96,24 @@ def _load_cursor(root: str, db_creation: int):
         ) from None
     if saved.get("db_creation") != db_creation:
         raise MirrorError(f"{path} belongs to a mirror of another database", file=path)
+    before = saved.get("chosen", _chosen({}))
+    if before != _chosen(options):
+        raise MirrorError(
+            f"{path}: the mirror was made with {before}, this run asks for "
+            f"{_chosen(options)}: its cursor did not read what the new choice takes in. Delete "
+            "the file to read the log again from its beginning (each table keeps its own "
+            "position: nothing is applied twice), or give the same options",
+            file=path,
+        )
     return Cursor.from_json(saved["cursor"])
 
 
-def _save_cursor(root: str, cursor) -> None:
+def _save_cursor(root: str, cursor, options: Dict[str, Any]) -> None:
     path = os.path.join(root, CURSOR_FILE)
     tmp = f"{path}.tmp-{os.getpid()}"
+    saved = {"db_creation": cursor.db_creation, "chosen": _chosen(options)}
     with open(tmp, "w") as f:
-        json.dump({"db_creation": cursor.db_creation, "cursor": cursor.to_json()}, f)
+        json.dump({**saved, "cursor": cursor.to_json()}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -172,7 +199,7 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
     db_creation = log.header()["db_creation"]
     os.makedirs(root, exist_ok=True)
     target = open_target(root, db_creation)
-    cursor = _load_cursor(root, db_creation)
+    cursor = _load_cursor(root, db_creation, options)
     start = None if cursor is not None else options.get("start")
     from walcdc.options import position
 
@@ -234,7 +261,7 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
         found = stream.cursor
         if found.last_commit_lsa is not None:
             cursor = found
-            _save_cursor(root, cursor)
+            _save_cursor(root, cursor, options)
             result.cursor = cursor
         if on_round is not None:
             on_round(result, end)
