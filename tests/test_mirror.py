@@ -617,3 +617,58 @@ def test_a_mirror_refuses_other_filters_than_its_own(tmp_path):
     os.remove(tmp_path / CURSOR_FILE)
     mirror(log, to)
     check_final_state("breadth", tmp_path, Delta)
+
+
+def _events(rows):
+    """A table batch of hand-made events: ``(commit_lsa, lsa, op, partition_oid, before,
+    after)``, images of columns id (attribute 0, the key) and v (attribute 1)."""
+    from walcdc.mirrors.reduce import ATTRIBUTE_ID
+
+    image = pa.struct(
+        [
+            pa.field("id", pa.int32(), metadata={ATTRIBUTE_ID: b"0"}),
+            pa.field("v", pa.string(), metadata={ATTRIBUTE_ID: b"1"}),
+        ]
+    )
+    columns = list(zip(*rows))
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "commit_lsa": pa.array(columns[0], pa.uint64()),
+            "lsa": pa.array(columns[1], pa.uint64()),
+            "op": pa.array(columns[2]).dictionary_encode(),
+            "ddl_type": pa.nulls(len(rows), pa.int8()),
+            "object_type": pa.nulls(len(rows), pa.int8()),
+            "object_oid": pa.nulls(len(rows), pa.uint64()),
+            "partition_oid": pa.array(columns[3], pa.uint64()),
+            "commit_time": pa.nulls(len(rows), pa.timestamp("s", tz="UTC")),
+            "row_oid": pa.array(range(len(rows)), pa.uint64()),
+            "decode_error": pa.nulls(len(rows), pa.string()),
+            "before": pa.array(columns[4], image),
+            "after": pa.array(columns[5], image),
+        }
+    )
+    from walcdc.mirrors.reduce import layout_of
+
+    layout = layout_of("dba.t", image, {0: {"primary_key": True}, 1: {}})
+    return [(layout, batch)]
+
+
+def test_a_row_moved_between_partitions_then_deleted_is_deleted():
+    """A row moved to another partition is an insert there and a delete in the old one, in
+    either order; moved and then deleted in the same round, it must be deleted from the
+    mirror (it was there before the round)."""
+    from walcdc.mirrors.reduce import reduce_changes
+
+    a, b = {"id": 1, "v": "a"}, {"id": 1, "v": "b"}
+    moved = [(10, 1, "insert", 2, None, b), (10, 2, "delete", 1, a, None)]
+    gone = reduce_changes(7, _events([*moved, (20, 3, "delete", 2, b, None)]), None)
+    assert gone.rows.num_rows == 0 and gone.gone.to_pylist() == [{"id": 1}]
+    kept = reduce_changes(7, _events(moved), None)
+    assert kept.rows.select(["id", "v"]).to_pylist() == [b]
+    assert kept.new.to_pylist() == [False]  # it may be in the table: it must be matched
+    fresh = reduce_changes(7, _events([(10, 1, "insert", 0, None, a)]), None)
+    assert fresh.new.to_pylist() == [True] and fresh.gone.num_rows == 0
+    again = reduce_changes(
+        7, _events([(10, 1, "insert", 0, None, a), (11, 2, "delete", 0, a, None)]), None
+    )
+    assert again.rows.num_rows == 0 and again.gone.num_rows == 0  # never there: no delete

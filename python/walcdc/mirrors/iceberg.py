@@ -19,6 +19,7 @@ import warnings
 from typing import Dict, Optional, Tuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.mirrors.lake import LakeTypes, own_columns, without
@@ -138,7 +139,9 @@ class IcebergTarget:
         key = list(layout.key_columns())
         with table.transaction() as txn:
             if same and not changes.truncated:
-                self._merge(txn, key, rows, gone, summary)
+                # Rows of new keys match nothing: only the others' keys are looked for.
+                old_rows = rows.filter(pc.invert(changes.new))
+                self._merge(txn, key, rows, old_rows, gone, summary)
                 return
             if changes.truncated or now is None:
                 base = _plain(schema).empty_table()
@@ -152,10 +155,12 @@ class IcebergTarget:
             txn.set_properties({COLUMNS: json.dumps(ids)})
 
     @staticmethod
-    def _merge(txn, key, rows: pa.Table, gone: pa.Table, summary) -> None:
+    def _merge(txn, key, rows: pa.Table, replaced: pa.Table, gone: pa.Table, summary) -> None:
+        """Deletes the rows of the keys ``replaced`` and ``gone`` hold, then appends ``rows``."""
         from pyiceberg.table.upsert_util import create_match_filter
 
-        keys = pa.concat_tables([rows.select(key), gone.select(key).cast(rows.select(key).schema)])
+        schema = rows.select(key).schema
+        keys = pa.concat_tables([replaced.select(key), gone.select(key).cast(schema)])
         if keys.num_rows:
             with _quiet():
                 txn.delete(create_match_filter(keys, key), snapshot_properties=summary)

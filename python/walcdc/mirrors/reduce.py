@@ -75,9 +75,11 @@ def layout_of(table: str, struct: pa.StructType, columns: Dict[int, Dict[str, An
 class TableChanges:
     """One table's changes of one round, reduced. ``rows``: the rows there after them
     (``layout``'s fields and :data:`META`, walcdc's types), one per key; ``gone``: the key
-    columns of the rows no longer there; ``truncated``: the table was emptied first (``rows``
-    is all it holds); ``dropped``: the table was dropped (its rows as they were then);
-    ``version``: the commit LSA of the last transaction applied."""
+    columns of the rows no longer there;
+    ``truncated``: the table was emptied first (``rows`` is all it holds); ``dropped``: the
+    table was dropped (its rows as they were then); ``version``: the commit LSA of the last
+    transaction applied; ``new``: per row of ``rows``, whether its key was not in the table
+    before the round (only inserted in it: no row of the table can match it)."""
 
     class_oid: int
     layout: Layout
@@ -86,6 +88,7 @@ class TableChanges:
     gone: pa.Table
     truncated: bool
     dropped: bool
+    new: pa.Array
 
     def changes_rows(self) -> bool:
         return self.truncated or self.rows.num_rows > 0 or self.gone.num_rows > 0
@@ -206,25 +209,35 @@ def reduce_changes(
     # Per key and heap (a partitioned table's row moves between partitions as a delete in one
     # and an insert in another, in either order): the event whose after image is the row
     # (i >= 0), or the one that removed it (~i).
-    # A key whose first event is an insert was not there before: gone again, it is no delete.
+    # A key whose events in the round are inserts only was not there before (a row moved from
+    # another partition shows a delete there): its row is new, and needs no match in the table.
     state: Dict[tuple, Dict[int, int]] = {}
-    born = set()
+    touched = set()  # keys of updates and deletes: the row may have been there before
+    inserted_first = set()  # keys whose first event inserts them
     for i in range(start, len(ops)):
         op = ops[i]
         if op == "update" or op == "delete":
             state.setdefault(before_keys[i], {})[heaps[i]] = ~i
+            touched.add(before_keys[i])
         if op == "insert" or op == "update":
-            if op == "insert" and after_keys[i] not in state:
-                born.add(after_keys[i])
+            if op == "update":
+                touched.add(after_keys[i])
+            elif after_keys[i] not in state:
+                inserted_first.add(after_keys[i])
             state.setdefault(after_keys[i], {})[heaps[i]] = i
-    present, gone = [], []
+    present, gone, fresh = [], [], set()
     for key_values, places in state.items():
         there = [i for i in places.values() if i >= 0]
         if there:
             present.append(max(there))
-        elif not truncated and key_values not in born:
+            if key_values not in touched:
+                fresh.add(max(there))
+        elif not truncated and not (key_values in inserted_first and len(places) == 1):
+            # (Inserted and deleted again in one heap: it was not there before the round.)
             gone.append(~min(places.values()))
-    present = pa.array(sorted(present), pa.int64())
+    present.sort()
+    new_rows = pa.array([i in fresh for i in present], pa.bool_())
+    present = pa.array(present, pa.int64())
     gone = pa.array(sorted(gone), pa.int64())
     rows = after_rows.take(present)
     for f in META:
@@ -234,4 +247,4 @@ def reduce_changes(
     else:
         gone_keys = pa.table({ROW_OID: events.column(ROW_OID).take(gone).cast(pa.uint64())})
     version = events.column(COMMIT_LSA)[-1].as_py()
-    return TableChanges(class_oid, layout, version, rows, gone_keys, truncated, dropped)
+    return TableChanges(class_oid, layout, version, rows, gone_keys, truncated, dropped, new_rows)
