@@ -15,6 +15,7 @@ import os
 from typing import Dict, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.mirrors.lake import LakeTypes, field_ids, own_columns, without
@@ -133,6 +134,16 @@ class DeltaTarget:
             custom_metadata={"walcdc.commit_lsa": L.format_lsa(changes.version)},
         )
         if same and not changes.truncated:
+            if gone.num_rows == 0 and pc.all(changes.new).as_py() is not False:
+                # Only rows of new keys (inserts): nothing in the table to match, an append.
+                write_deltalake(
+                    table,
+                    rows,
+                    mode="append",
+                    storage_options=self.storage_options,
+                    commit_properties=commit,
+                )
+                return
             self._merge(table, layout, rows, gone, commit)
             return
         if table is None or changes.truncated:
