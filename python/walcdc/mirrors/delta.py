@@ -31,6 +31,16 @@ DROPPED = "~dropped-"
 TYPES = LakeTypes(pa.string())
 
 
+def _is_table(path: str, storage_options) -> bool:
+    """Whether ``path`` holds a Delta table (a commit in its log): a directory a first write
+    left without one (killed before its commit) is no table, and is written again."""
+    from deltalake import DeltaTable
+
+    if not os.path.isdir(path):
+        return False
+    return DeltaTable.is_deltatable(path, storage_options=storage_options)
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -50,8 +60,8 @@ class DeltaTarget:
         os.makedirs(self.root, exist_ok=True)
         for name in sorted(os.listdir(self.root)):
             path = os.path.join(self.root, name)
-            if not os.path.isdir(os.path.join(path, "_delta_log")):
-                continue
+            if not _is_table(path, storage_options):
+                continue  # (a first write killed before its commit leaves files, no table)
             info = self._info(path)
             if info is None:
                 continue
@@ -102,7 +112,7 @@ class DeltaTarget:
             name += DROPPED + L.format_lsa(changes.version).replace("|", "_")
         want = os.path.join(self.root, name)
         now = self.paths.get(changes.class_oid)
-        if now != want and os.path.exists(want):
+        if now != want and _is_table(want, self.storage_options):
             raise MirrorError(
                 f"{want} exists and does not mirror table {changes.layout.table} "
                 f"(class {changes.class_oid})",
@@ -117,7 +127,7 @@ class DeltaTarget:
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
         path = self._place(changes)
-        exists = os.path.isdir(os.path.join(path, "_delta_log"))
+        exists = _is_table(path, self.storage_options)
         layout = TYPES.layout(changes.layout)
         schema = TYPES.schema(changes.layout)
         table = DeltaTable(path, storage_options=self.storage_options) if exists else None
