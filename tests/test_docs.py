@@ -85,14 +85,44 @@ def test_every_block_is_run_somewhere():
     assert set(openings) <= {"python", "sh", "text"}, openings
 
 
+@pytest.fixture(scope="module")
+def s3_environment():
+    """For the examples that read ``s3://archive/cubrid/demodb/log/``: an S3 API server on
+    127.0.0.1 holding the bundled sample there, and the environment variables that point the
+    examples at it (the way a user's AWS_* variables point them at their store)."""
+    import walcdc
+    from s3server import ACCESS_KEY, SECRET_KEY, S3Server
+
+    server = S3Server()
+    try:
+        server.client.create_bucket(Bucket="archive")
+        for f in sorted(Path(walcdc.samples.sample_path()).iterdir()):
+            server.client.upload_file(str(f), "archive", f"cubrid/demodb/log/{f.name}")
+        yield {
+            "AWS_ENDPOINT": server.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        }
+    finally:
+        server.stop()
+
+
+def _environment(code: str, request) -> dict:
+    """The environment an example needs: the S3 server's for one that reads s3:// URLs."""
+    return request.getfixturevalue("s3_environment") if "s3://" in code else {}
+
+
 @pytest.mark.parametrize("line, code", PYTHON, ids=[f"line{line}" for line, _ in PYTHON])
-def test_the_readmes_python_examples_run(line, code, tmp_path, monkeypatch):
+def test_the_readmes_python_examples_run(line, code, tmp_path, monkeypatch, request):
     monkeypatch.chdir(tmp_path)  # where the examples write their files
+    for key, value in _environment(code, request).items():
+        monkeypatch.setenv(key, value)
     exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__readme__"})
 
 
 @pytest.mark.parametrize("line, code", SH, ids=[f"line{line}" for line, _ in SH])
-def test_the_readmes_shell_examples_run(line, code, tmp_path):
+def test_the_readmes_shell_examples_run(line, code, tmp_path, request):
     # "walcdc" is this checkout's command line, whatever is installed.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -100,6 +130,7 @@ def test_the_readmes_shell_examples_run(line, code, tmp_path):
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m walcdc.cli "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update(_environment(code, request))
     work = tmp_path / "work"
     work.mkdir()
     r = subprocess.run(

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.errors import InvalidArgumentError, LogError, LogIOError, argument_error
-from walcdc.logset import LogSet, open_log
+from walcdc.logset import LogSet, as_log, open_log
 from walcdc.options import (
     DDL_SCOPES,
     KEYS,
@@ -233,6 +233,7 @@ def _follow_batches(
     poll_interval: float,
     idle_timeout: Optional[float],
     stop: threading.Event,
+    storage_options: Optional[Dict[str, str]] = None,
     on_warning=None,
     partial_emitted: bool = False,
 ) -> Iterator[pa.RecordBatch]:
@@ -240,8 +241,6 @@ def _follow_batches(
     was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
     came for ``idle_timeout`` seconds, or the stream's ``end`` is reached. The last batch of a
     poll is flushed at once, so an event waits for no batch to fill."""
-    from walcdc import _native
-
     quiet_since = time.monotonic()
     failure: Optional[LogError] = None
     said: set = set()
@@ -264,7 +263,7 @@ def _follow_batches(
         if stop.wait(poll_interval):
             break
         try:
-            snapshot = _snapshot(lambda: _native.LogSet(paths))
+            snapshot = _snapshot(lambda: LogSet(paths, storage_options)._native)
         except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
             # archive written, the header not yet saying so), or while archives are copied in:
@@ -278,7 +277,11 @@ def _follow_batches(
 
 
 def _open_followed(
-    source, poll_interval: float, idle_timeout: Optional[float], from_start: bool
+    source,
+    poll_interval: float,
+    idle_timeout: Optional[float],
+    from_start: bool,
+    storage_options: Optional[Dict[str, Any]] = None,
 ) -> LogSet:
     """The first snapshot of a followed log. A directory with no volume yet, or caught between
     two steps of the server or of a copy (see :func:`_snapshot`), is looked at again until it
@@ -290,7 +293,7 @@ def _open_followed(
     seen = None
     while True:
         try:
-            return _snapshot(lambda: open_log(source), from_start)
+            return _snapshot(lambda: open_log(source, storage_options=storage_options), from_start)
         except LogError as exc:
             gone = isinstance(source, (str, os.PathLike)) and not os.path.exists(source)
             now = _listing(source)
@@ -616,8 +619,10 @@ def read_changes(
     poll_interval: float = 0.2,
     idle_timeout: Optional[float] = None,
     on_warning: Optional[Callable[[Warning], None]] = None,
+    storage_options: Optional[Dict[str, Any]] = None,
 ) -> ChangeStream:
-    """Change events of a log set.
+    """Change events of a log set (a :class:`LogSet`, or what :func:`open_log` opens: a
+    directory, volume files, or a URL of object storage with its ``storage_options``).
 
     ``committed_only=True`` (default): the events of committed transactions, each transaction's
     events in log order right after its commit, with ``commit_lsa`` and ``commit_time``; aborted
@@ -679,9 +684,9 @@ def read_changes(
         raise argument_error("poll_interval", "{} must be positive (and idle_timeout at least 0)")
     if follow and not isinstance(source, LogSet):
         from_start = start is None and cursor is None and state is None
-        log = _open_followed(source, poll_interval, idle_timeout, from_start)
+        log = _open_followed(source, poll_interval, idle_timeout, from_start, storage_options)
     else:
-        log = source if isinstance(source, LogSet) else open_log(source)
+        log = as_log(source, storage_options)
     if envelope is not None:
         choice("envelope", envelope, ENVELOPES)
         if not committed_only:
@@ -718,7 +723,10 @@ def read_changes(
     follow_args = None
     if follow:
         follow_args = dict(
-            paths=log._paths, poll_interval=float(poll_interval), idle_timeout=idle_timeout
+            paths=log._paths,
+            storage_options=log._storage_options,
+            poll_interval=float(poll_interval),
+            idle_timeout=idle_timeout,
         )
     return _open_stream(
         log,

@@ -26,7 +26,7 @@ try:
     import threading
     import warnings
     from collections import defaultdict
-    from typing import Dict, List, Optional
+    from typing import Dict, List, Optional, Sequence
 
     import click
     import pyarrow as pa
@@ -188,8 +188,26 @@ def _paths(paths, sample) -> List[str]:
     return list(paths)
 
 
-def _open(paths: List[str]):
-    return walcdc.open_log(paths if len(paths) > 1 else paths[0])
+def _open(paths: List[str], storage_options: Sequence[str] = ()):
+    options = {}
+    for item in storage_options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--storage-option")
+        options[key] = value
+    return walcdc.open_log(paths if len(paths) > 1 else paths[0], storage_options=options or None)
+
+
+#: Where a path may be a URL of object storage: how to reach the store.
+_storage_option = click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="For volumes in object storage (s3://, gs://, az://, https:// URLs): an option of the "
+    "store, as the object_store crate names it (aws_endpoint, aws_region, ...); repeatable. "
+    "Credentials come from the environment (AWS_*, GOOGLE_*, AZURE_*) or from these options.",
+)
 
 
 class _Main(click.Group):
@@ -389,11 +407,13 @@ def _load_cursor(cursor_file, read):
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
 @_window
 @_on_encrypted
+@_storage_option
 @_progress
 @_command
-def inspect(paths, sample, stats, start, end, on_encrypted, progress) -> None:
-    """Volumes, page ranges and records of a log set (a directory or volume files)."""
-    log = _open(_paths(paths, sample))
+def inspect(paths, sample, stats, start, end, on_encrypted, storage_options, progress) -> None:
+    """Volumes, page ranges and records of a log set (a directory, volume files, or a URL of
+    object storage such as s3://bucket/prefix/)."""
+    log = _open(_paths(paths, sample), storage_options)
     info = log.header()
     click.echo(
         f"log set: {info.get('prefix', '?')}  page size {info['page_size']} B  "
@@ -541,11 +561,12 @@ def _json_domain(c):
     "--all", "show_all", is_flag=True, help="Also system classes and old representations."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (types and charsets by name).")
+@_storage_option
 @_command
-def schema(paths, sample, show_all, as_json) -> None:
+def schema(paths, sample, show_all, as_json, storage_options) -> None:
     """Table schemas learned from the log's class records: tables, OIDs, representations,
     columns and types."""
-    log = _open(_paths(paths, sample))
+    log = _open(_paths(paths, sample), storage_options)
     classes = log.schemas()
     if not show_all:
         # System classes and views (the catalog) have no owner in their name.
@@ -649,6 +670,7 @@ def schema(paths, sample, show_all, as_json) -> None:
     help="A row whose images cannot be rebuilt: fail, or keep the event with the reason.",
 )
 @_on_encrypted
+@_storage_option
 @_progress
 @_command
 def extract(
@@ -667,6 +689,7 @@ def extract(
     by_table,
     on_error,
     on_encrypted,
+    storage_options,
     progress,
 ) -> None:
     """Writes the change events of a log set.
@@ -692,7 +715,7 @@ def extract(
             raise click.UsageError("--debezium-* options need --envelope debezium")
         envelope_options = dict(tombstones=tombstones, transactions=transactions, schemas=schemas)
         envelope_options["decimal_handling"] = decimals or "precise"
-    log = _open(_paths(paths, sample))
+    log = _open(_paths(paths, sample), storage_options)
     if by_table:
         refused = [
             name

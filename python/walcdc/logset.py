@@ -10,11 +10,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from walcdc import _native
-from walcdc.errors import LogError
+from walcdc.errors import LogError, argument_error
 
 __all__ = [
     "LogSet",
     "open_log",
+    "as_log",
     "EncryptedPagesSkipped",
     "UnplacedRecordsSkipped",
     "UnfinishedTransactionDropped",
@@ -89,9 +90,10 @@ class LogSet:
     Use :func:`open_log` to make one. Volumes are memory-mapped, never read whole.
     """
 
-    def __init__(self, paths: Sequence[PathLike]):
+    def __init__(self, paths: Sequence[PathLike], storage_options: Optional[Dict[str, Any]] = None):
         self._paths = [os.fspath(p) for p in paths]
-        self._native = _native.LogSet(self._paths)
+        self._storage_options = _storage_options(storage_options)
+        self._native = _native.LogSet(self._paths, list(self._storage_options.items()) or None)
         #: What the last finished walk of :meth:`records` found: end LSA, end reason, skipped pages.
         self.last_walk: Optional[Dict[str, Any]] = None
 
@@ -101,6 +103,16 @@ class LogSet:
             f"<walcdc.LogSet {h.get('prefix', '?')}: {len(h['volumes'])} volume(s), "
             f"{h['page_size']} B pages>"
         )
+
+    def reopen(self) -> LogSet:
+        """The same volumes opened again (a fresh listing of a directory or prefix), with the
+        same storage options."""
+        return LogSet(self._paths, self._storage_options or None)
+
+    def fetched(self) -> Dict[str, int]:
+        """What reading from object storage has cost so far: ``requests`` made and ``bytes``
+        fetched (zeros for local files)."""
+        return dict(self._native.fetched())
 
     def header(self) -> Dict[str, Any]:
         """What the volume headers say, without reading further: page size, ``db_creation``,
@@ -327,9 +339,42 @@ def _fmt(key: Optional[int]) -> str:
     return format_lsa(key) if key is not None else "-"
 
 
-def open_log(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> LogSet:
+def _storage_options(options: Optional[Dict[str, Any]]) -> Dict[str, str]:
+    """``storage_options`` as the text pairs the store's builder takes (booleans as
+    ``true``/``false``, numbers as their text)."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise argument_error(
+            "storage_options", f"must be a dict of option names to values, not {options!r}"
+        )
+    text = {}
+    for key, value in options.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        text[str(key)] = str(value)
+    return text
+
+
+def open_log(
+    path_or_paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    storage_options: Optional[Dict[str, Any]] = None,
+) -> LogSet:
     """Opens a log set: a directory holding ``<db>_lgat`` and any ``<db>_lgarNNN`` archives, or a
     list of volume files (archives alone work too).
+
+    A path may also be a URL of object storage: a prefix holding the volumes
+    (``s3://bucket/cubrid/log/``) or one volume (``s3://bucket/cubrid/log/demodb_lgar000``), in
+    S3 or an S3-compatible store (``s3://``), Google Cloud Storage (``gs://``), Azure Blob
+    Storage (``az://``, ``abfs://``) or over HTTP(S). Pages are fetched as they are read, in
+    blocks of 2 MiB, never a whole volume that is not needed. ``storage_options`` says how to
+    reach the store, with the option names of the Arrow project's ``object_store``
+    (``aws_endpoint``, ``aws_region``, ``aws_access_key_id``, ``aws_secret_access_key``,
+    ``google_service_account``, ``azure_storage_account_name``, ...), as deltalake and polars
+    take them; its environment variables (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) are read too.
+    ``max_retries`` (default 10) and ``retry_timeout`` (seconds, default 180) bound the retries
+    of transient errors. Secret values never appear in messages.
 
     >>> import walcdc
     >>> log = walcdc.open_log(walcdc.samples.sample_path())
@@ -340,4 +385,16 @@ def open_log(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> LogSet:
         paths = [path_or_paths]
     else:
         paths = list(path_or_paths)
-    return LogSet(paths)
+    return LogSet(paths, storage_options)
+
+
+def as_log(source: Union[LogSet, PathLike, Sequence[PathLike]], storage_options=None) -> LogSet:
+    """``source`` as a log set: a :class:`LogSet` as it is, anything else opened with
+    :func:`open_log` (and ``storage_options``). The one place every reader opens its source."""
+    if isinstance(source, LogSet):
+        if storage_options:
+            raise argument_error(
+                "storage_options", "{} is for a path or URL; this log set is open already"
+            )
+        return source
+    return open_log(source, storage_options=storage_options)

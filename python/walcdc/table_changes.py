@@ -18,7 +18,7 @@ from walcdc.changes import (
     _open_stream,
 )
 from walcdc.errors import argument_error
-from walcdc.logset import LogSet, open_log
+from walcdc.logset import LogSet, as_log
 from walcdc.options import TableIndex
 
 __all__ = ["read_table_changes", "read_changes_by_table", "table_schema"]
@@ -53,7 +53,7 @@ def _table_columns(log: LogSet, table, kwargs: Dict[str, Any]):
 
 
 def read_table_changes(
-    source, table, *, batch_size: int = 65536, state=None, **kwargs
+    source, table, *, batch_size: int = 65536, state=None, storage_options=None, **kwargs
 ) -> ChangeStream:
     """Changes of one table, ``before`` and ``after`` as Arrow structs typed with the table's
     current columns: integers, floats, ``decimal128`` for NUMERIC, ``date32``, ``time32``, UTC
@@ -66,15 +66,15 @@ def read_table_changes(
     ``decode_error`` says so. ``key`` and ``changed_columns`` use the current column names.
 
     ``table`` is a name (matched as by :func:`walcdc.read_changes`' ``tables=``: any name the
-    table had in the log) or a class OID. Other arguments are those of
-    :func:`walcdc.read_changes`.
+    table had in the log) or a class OID. Other arguments (``storage_options`` for a URL
+    among them) are those of :func:`walcdc.read_changes`.
 
     >>> import walcdc
     >>> s = walcdc.read_table_changes(walcdc.samples.sample_path(), "t_chg")
     >>> s.read_all().schema.field("after").type.num_fields
     4
     """
-    log = source if isinstance(source, LogSet) else open_log(source)
+    log = as_log(source, storage_options)
     class_oid, columns = _table_columns(log, table, kwargs)
     unknown = set(kwargs) - set(OPTION_DEFAULTS)
     if unknown:
@@ -85,7 +85,9 @@ def read_table_changes(
     )
 
 
-def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> TableChangeStream:
+def read_changes_by_table(
+    source, *, batch_size: int = 65536, storage_options=None, **kwargs
+) -> TableChangeStream:
     """The committed changes of every table, typed, for writers that keep one dataset per table
     (:func:`walcdc.sinks.tables.write_tables`, ``walcdc extract --by-table``): a
     :class:`~walcdc.changes.TableChangeStream` of :class:`~walcdc.changes.TableBatch` es. Each
@@ -99,7 +101,7 @@ def read_changes_by_table(source, *, batch_size: int = 65536, **kwargs) -> Table
     >>> sorted({(b.table, b.repid) for b in s if b.kind == "table"})[:1]
     [('dba.t_chg', 1)]
     """
-    log = source if isinstance(source, LogSet) else open_log(source)
+    log = as_log(source, storage_options)
     for arg in ("committed_only", "keys", "envelope"):
         if arg in kwargs and (arg != "committed_only" or not kwargs[arg]):
             why = "typed output by table reads the committed stream: {} does not apply"

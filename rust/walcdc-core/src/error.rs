@@ -14,9 +14,10 @@ fn at(lsa: &Option<Lsa>) -> String {
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
-    /// The file could not be opened, mapped or listed.
-    #[error("{file}: {msg}")]
-    Io { file: String, msg: String },
+    /// The file could not be opened, mapped or listed, or an object could not be read from
+    /// object storage (after retries).
+    #[error("{file}{}: {msg}", at(.lsa))]
+    Io { file: String, lsa: Option<Lsa>, msg: String },
     /// Not a CUBRID log volume (wrong magic, bad header page, impossible page size).
     #[error("{file}: not a CUBRID log volume: {msg}")]
     BadHeader { file: String, msg: String },
@@ -69,13 +70,32 @@ impl LogError {
 
     pub fn lsa(&self) -> Option<Lsa> {
         match self {
-            LogError::Checksum { lsa, .. }
+            LogError::Io { lsa, .. }
+            | LogError::Checksum { lsa, .. }
             | LogError::Truncated { lsa, .. }
             | LogError::MissingArchive { lsa, .. }
             | LogError::Encrypted { lsa, .. }
             | LogError::CorruptRecord { lsa, .. } => *lsa,
             LogError::BadPosition { lsa, .. } => Some(*lsa),
             _ => None,
+        }
+    }
+
+    /// The error of reading log page `pageid` for a reader at `lsa`: the LSA filled in where
+    /// the error has none.
+    pub fn at(self, at_lsa: Lsa, pageid: i64) -> LogError {
+        let fill = |lsa: Option<Lsa>| lsa.or(Some(at_lsa));
+        match self {
+            LogError::Io { file, lsa, msg } => {
+                LogError::Io { file, lsa: fill(lsa), msg: format!("log page {pageid}: {msg}") }
+            }
+            LogError::Truncated { file, lsa, msg } => {
+                LogError::Truncated { file, lsa: fill(lsa), msg: format!("log page {pageid}: {msg}") }
+            }
+            LogError::MissingArchive { file, lsa, msg } => {
+                LogError::MissingArchive { file, lsa: fill(lsa), msg: format!("log page {pageid}: {msg}") }
+            }
+            other => other,
         }
     }
 

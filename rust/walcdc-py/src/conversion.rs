@@ -326,7 +326,7 @@ pub(crate) fn header_dict<'py>(py: Python<'py>, log: &LogSet) -> PyResult<Bound<
         d.set_item("nxarv_num", h.nxarv_num)?;
         d.set_item("last_deleted_arv_num", h.last_deleted_arv_num)?;
         let v = PyDict::new(py);
-        v.set_item("file", log.volume_name(a.vol))?;
+        v.set_item("file", &log.volumes()[a.vol].name)?;
         v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
         v.set_item("kind", "active")?;
         v.set_item("pages", h.npages)?;
@@ -335,7 +335,7 @@ pub(crate) fn header_dict<'py>(py: Python<'py>, log: &LogSet) -> PyResult<Bound<
     let arcs = PyList::empty(py);
     for a in &log.archives {
         let v = PyDict::new(py);
-        v.set_item("file", log.volume_name(a.vol))?;
+        v.set_item("file", &log.volumes()[a.vol].name)?;
         v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
         v.set_item("kind", "archive")?;
         v.set_item("number", a.num)?;
@@ -371,7 +371,7 @@ pub(crate) fn record_dict<'py>(
     d.set_item("redo_zipped", rec.redo.zipped)?;
     d.set_item("supplement_type", rec.supplement_type())?;
     d.set_item("at_time", rec.at_time())?;
-    d.set_item("file", log.volume_name(rec.vol as usize))?;
+    d.set_item("file", &log.volumes()[rec.vol as usize].name)?;
     d.set_item("data_header", PyBytes::new(py, rec.data_header()))?;
     d.set_item("undo", PyBytes::new(py, undo))?;
     d.set_item("redo", PyBytes::new(py, redo))?;

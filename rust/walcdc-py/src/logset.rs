@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList};
 use walcdc_core::catalog::CatalogCheckpoint;
 use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Narrowing};
 use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
+use walcdc_core::log::remote::StoreOptions;
 use walcdc_core::records_arrow::RecordsBuilder;
 use walcdc_core::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::walker::find_end_from;
@@ -35,10 +36,23 @@ pub(crate) struct PyLogSet {
 
 #[pymethods]
 impl PyLogSet {
+    /// `paths`: directories, volume files, or URLs of object storage; `storage_options`: how
+    /// to reach object storage (`(key, value)` pairs, see `StoreOptions`).
     #[new]
-    fn new(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Self> {
-        let log = py.detach(|| LogSet::open(&paths)).map_err(|e| to_py(py, e))?;
+    #[pyo3(signature = (paths, storage_options=None))]
+    fn new(py: Python<'_>, paths: Vec<PathBuf>, storage_options: Option<Vec<(String, String)>>) -> PyResult<Self> {
+        let options = StoreOptions::new(storage_options.unwrap_or_default());
+        let log = py.detach(|| LogSet::open_with(&paths, &options)).map_err(|e| to_py(py, e))?;
         Ok(PyLogSet { inner: Arc::new(log) })
+    }
+
+    /// Requests made to object storage and bytes fetched from it so far.
+    fn fetched<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (requests, bytes) = self.inner.fetched();
+        let d = PyDict::new(py);
+        d.set_item("requests", requests)?;
+        d.set_item("bytes", bytes)?;
+        Ok(d)
     }
 
     /// Headers and volumes (no walk).
@@ -254,16 +268,15 @@ impl PyLogSet {
     /// Record-aligned ranges of about `pages` pages each, from page headers alone:
     /// `[(start, end)]` as LSA keys, None for the first record / the end of the log.
     #[pyo3(signature = (pages, start=None))]
-    fn ranges(&self, pages: i64, start: Option<u64>) -> Vec<(Option<u64>, Option<u64>)> {
-        walcdc_core::ranges::split_from(&self.inner, start.map(Lsa::from_key), pages)
-            .into_iter()
-            .map(|r| (r.start.map(|l| l.to_key()), r.end.map(|l| l.to_key())))
-            .collect()
+    fn ranges(&self, py: Python<'_>, pages: i64, start: Option<u64>) -> Vec<(Option<u64>, Option<u64>)> {
+        // Page headers are read (from object storage, perhaps): without holding the GIL.
+        let ranges = py.detach(|| walcdc_core::ranges::split_from(&self.inner, start.map(Lsa::from_key), pages));
+        ranges.into_iter().map(|r| (r.start.map(|l| l.to_key()), r.end.map(|l| l.to_key()))).collect()
     }
 
     /// The oldest archive number still needed to restart at `restart_lsa`.
-    fn min_archive_needed(&self, restart_lsa: u64) -> Option<i64> {
-        changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa))
+    fn min_archive_needed(&self, py: Python<'_>, restart_lsa: u64) -> Option<i64> {
+        py.detach(|| changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa)))
     }
 
     /// Remembers the pages below `pageid` fetched from now on (`watched_pages`).

@@ -120,7 +120,9 @@ pub(crate) fn left_out<'py>(
             // A range that starts on an encrypted page skips on from there: the run the range
             // before it already reported (it looks past its end), or its continuation.
             match skipped.last_mut() {
-                Some(prev) if prev.first_pageid <= run.from_lsa.pageid && run.from_lsa.pageid <= prev.last_pageid + 1 => {
+                Some(prev)
+                    if prev.first_pageid <= run.from_lsa.pageid && run.from_lsa.pageid <= prev.last_pageid + 1 =>
+                {
                     prev.last_pageid = prev.last_pageid.max(run.last_pageid);
                     prev.resume_lsa = run.resume_lsa;
                 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Int16Builder, Int64Builder, Int8Builder, Int32Builder, StringBuilder};
+use arrow_array::builder::{BooleanBuilder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 

@@ -1065,7 +1065,11 @@ impl ChangeReader {
                     continue;
                 }
                 *left -= 1;
-                Some(read_event(reader).map_err(|e| LogError::Io { file: "spill file".into(), msg: e.to_string() })?)
+                Some(read_event(reader).map_err(|e| LogError::Io {
+                    file: "spill file".into(),
+                    lsa: None,
+                    msg: e.to_string(),
+                })?)
             } else {
                 em.mem.next()
             };
@@ -1113,7 +1117,7 @@ impl ChangeReader {
     }
 
     fn spill_error(&self, e: &std::io::Error) -> LogError {
-        LogError::Io { file: "spill file".into(), msg: e.to_string() }
+        LogError::Io { file: "spill file".into(), lsa: None, msg: e.to_string() }
     }
 
     /// Transaction `trid`'s records from `from` back along its chain of `prev_tranlsa` to its
@@ -1352,7 +1356,7 @@ impl ChangeReader {
         if txn.events.is_empty() {
             return Ok(());
         }
-        let io = |e: std::io::Error| LogError::Io { file: "spill file".into(), msg: e.to_string() };
+        let io = |e: std::io::Error| LogError::Io { file: "spill file".into(), lsa: None, msg: e.to_string() };
         if txn.spill.is_none() {
             let file = tempfile::tempfile().map_err(io)?;
             txn.spill = Some(Spill { file: BufWriter::with_capacity(1 << 20, file), count: 0 });

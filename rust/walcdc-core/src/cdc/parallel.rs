@@ -300,7 +300,8 @@ pub fn begun_before(ranges: &[RangeCatalog]) -> Vec<(i32, Lsa, Option<Fate>)> {
         Some(FactKind::Abort) => Fate::Aborted(lsa),
         _ => Fate::Abandoned(lsa),
     };
-    let mut out: Vec<(i32, Lsa, Option<Fate>)> = first.crossing.iter().map(|c| (c.trid, c.first, c.end.map(fate))).collect();
+    let mut out: Vec<(i32, Lsa, Option<Fate>)> =
+        first.crossing.iter().map(|c| (c.trid, c.first, c.end.map(fate))).collect();
     for r in &ranges[1..] {
         if out.iter().all(|o| o.2.is_some()) {
             break;
@@ -735,7 +736,14 @@ mod tests {
         let l = |p| Lsa::new(p, 0);
         let ranges = [
             // Open at the first record: 1, 2, 3, 4, and 6 (its first record there is its commit).
-            reduce(vec![fact(First, 1, 1), fact(First, 2, 2), fact(First, 3, 3), fact(First, 4, 4), fact(Start, 5, 5), fact(Commit, 6, 6)]),
+            reduce(vec![
+                fact(First, 1, 1),
+                fact(First, 2, 2),
+                fact(First, 3, 3),
+                fact(First, 4, 4),
+                fact(Start, 5, 5),
+                fact(Commit, 6, 6),
+            ]),
             reduce(vec![
                 fact(Commit, 1, 10),
                 fact(First, 2, 11),
@@ -786,7 +794,7 @@ mod tests {
         assert_eq!(restarted(&ranges, 1..3), 2);
         assert_eq!(restarted(&ranges, 2..3), 1);
         assert_eq!(restarted(&ranges, 0..2), 2); // the restart in the third range is past the window
-        // Seen one range alone, the second shows none (what is open before it is unknown).
+                                                 // Seen one range alone, the second shows none (what is open before it is unknown).
         assert_eq!(restarted(&ranges[1..2], 0..1), 0);
     }
 

@@ -15,6 +15,9 @@ use crate::lsa::Lsa;
 use crate::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
 use crate::source::PageSource;
 
+#[cfg(feature = "object-store")]
+use crate::log::remote::{self, RemoteFile, StoreOptions, Stores};
+
 pub const ACTIVE_MAGIC: &[u8] = b"CUBRID/LogActive";
 pub const ARCHIVE_MAGIC: &[u8] = b"CUBRID/LogArchive";
 pub const VALID_PAGE_SIZES: [usize; 3] = [4096, 8192, 16384];
@@ -23,11 +26,13 @@ pub const ACTIVE_HEADER_SIZE: usize = 376;
 /// `sizeof(LOG_ARV_HEADER)`.
 pub const ARCHIVE_HEADER_SIZE: usize = 64;
 
-/// Where a volume's bytes live: a read-only map of its file, or memory (volumes built from
-/// bytes, for tests and fuzzing).
+/// Where a volume's bytes live: a read-only map of its file, memory (volumes built from bytes,
+/// for tests and fuzzing), or an object in object storage, fetched block by block.
 enum Backing {
     Map(Mmap),
     Memory(Vec<u8>),
+    #[cfg(feature = "object-store")]
+    Remote(RemoteFile),
 }
 
 /// One volume: a memory-mapped file (or bytes held in memory).
@@ -45,7 +50,7 @@ impl Volume {
     fn open(path: &Path) -> Result<Volume> {
         let name =
             path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
-        let io = |e: std::io::Error| LogError::Io { file: path.display().to_string(), msg: e.to_string() };
+        let io = |e: std::io::Error| LogError::Io { file: path.display().to_string(), lsa: None, msg: e.to_string() };
         let mut file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len < (PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE) as u64 {
@@ -66,10 +71,20 @@ impl Volume {
         Ok(Volume::with_backing(PathBuf::from(name), name.to_string(), Backing::Memory(bytes)))
     }
 
+    /// A volume in object storage, its first bytes fetched.
+    #[cfg(feature = "object-store")]
+    fn remote(file: RemoteFile) -> Result<Volume> {
+        let head = &file.bytes()[..(file.len as usize).min(PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE)];
+        check_holds_header(&file.url, head)?;
+        Ok(Volume::with_backing(PathBuf::from(&file.url), file.name.clone(), Backing::Remote(file)))
+    }
+
     fn with_backing(path: PathBuf, name: String, map: Backing) -> Volume {
         let len = match &map {
             Backing::Map(m) => m.len(),
             Backing::Memory(b) => b.len(),
+            #[cfg(feature = "object-store")]
+            Backing::Remote(r) => r.len as usize,
         };
         // Pages are at least 4 KiB: one bit per 4 KiB is enough for any page size.
         let verified = (0..len.div_ceil(4096 * 64)).map(|_| AtomicU64::new(0)).collect();
@@ -84,10 +99,45 @@ impl Volume {
         self.bytes().is_empty()
     }
 
+    /// The volume's bytes. Of a volume in object storage, only those made present by
+    /// [`Volume::ensure`] (and the header pages, fetched at open) are its bytes.
     pub fn bytes(&self) -> &[u8] {
         match &self.map {
             Backing::Map(m) => m,
             Backing::Memory(b) => b,
+            #[cfg(feature = "object-store")]
+            Backing::Remote(r) => r.bytes(),
+        }
+    }
+
+    /// What messages call the volume: its file name, or its URL in object storage.
+    pub fn label(&self) -> &str {
+        match &self.map {
+            #[cfg(feature = "object-store")]
+            Backing::Remote(r) => &r.url,
+            _ => &self.name,
+        }
+    }
+
+    /// Whether the volume is read from object storage.
+    pub fn is_remote(&self) -> bool {
+        match &self.map {
+            #[cfg(feature = "object-store")]
+            Backing::Remote(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Makes bytes `[start, start + len)` readable through [`Volume::bytes`]: fetches them
+    /// from object storage if they are not cached yet (a no-op for files and memory).
+    fn ensure(&self, start: usize, len: usize) -> Result<()> {
+        match &self.map {
+            #[cfg(feature = "object-store")]
+            Backing::Remote(r) => r.ensure(start as u64, len as u64),
+            _ => {
+                let _ = (start, len);
+                Ok(())
+            }
         }
     }
 
@@ -96,7 +146,14 @@ impl Volume {
     /// grow with the log. The bytes stay in the page cache and a later read maps them again.
     fn release(&self, first: usize, count: usize, page_size: usize) {
         #[cfg(unix)]
-        if let Backing::Map(m) = &self.map {
+        let map = match &self.map {
+            Backing::Map(m) => Some(m),
+            #[cfg(feature = "object-store")]
+            Backing::Remote(r) => Some(r.map()),
+            Backing::Memory(_) => None,
+        };
+        #[cfg(unix)]
+        if let Some(m) = map {
             let start = first.saturating_mul(page_size).min(m.len());
             let len = count.saturating_mul(page_size).min(m.len() - start);
             if len > 0 {
@@ -114,6 +171,11 @@ impl Volume {
     /// [`LogSet::prefetch_pages`]): large reads of the file whose bytes are dropped (the walk
     /// maps them from the cache). A hint only: errors are ignored (the walk reports them).
     fn prefetch(&self, first: usize, count: usize, page_size: usize) {
+        #[cfg(feature = "object-store")]
+        if let Backing::Remote(r) = &self.map {
+            r.prefetch((first * page_size) as u64, (count * page_size) as u64);
+            return;
+        }
         #[cfg(unix)]
         if let Backing::Map(m) = &self.map {
             use std::os::unix::fs::FileExt;
@@ -315,6 +377,9 @@ pub enum Fetch<'a> {
         computed: u32,
     },
     Absent(Absent),
+    /// The page could not be read from where it lives (object storage: a request failed after
+    /// its retries, the object is gone or shorter than listed). Never the end of the log.
+    Failed(LogError),
 }
 
 /// An opened, validated set of log volumes of one database.
@@ -334,6 +399,11 @@ pub struct LogSet {
     /// The archive of the last page fetched: a walk asks for the same archive page after page,
     /// so it is tried before the search.
     last_archive: AtomicUsize,
+    /// Some volume is read from object storage.
+    remote: bool,
+    /// What the volumes in object storage have cost so far.
+    #[cfg(feature = "object-store")]
+    store_counters: Option<std::sync::Arc<remote::Counters>>,
 }
 
 /// Records the pages fetched below a chosen page, to show that a reader started in the middle
@@ -386,8 +456,11 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let rd =
-                std::fs::read_dir(p).map_err(|e| LogError::Io { file: p.display().to_string(), msg: e.to_string() })?;
+            let rd = std::fs::read_dir(p).map_err(|e| LogError::Io {
+                file: p.display().to_string(),
+                lsa: None,
+                msg: e.to_string(),
+            })?;
             let mut found: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok())
                 .map(|e| e.path())
@@ -400,6 +473,7 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
             if found.is_empty() {
                 return Err(LogError::Io {
                     file: p.display().to_string(),
+                    lsa: None,
                     msg: "no CUBRID log volumes (<db>_lgat, <db>_lgarNNN) in this directory".into(),
                 });
             }
@@ -408,7 +482,11 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         } else if p.exists() {
             out.push(p.clone());
         } else {
-            return Err(LogError::Io { file: p.display().to_string(), msg: "no such file or directory".into() });
+            return Err(LogError::Io {
+                file: p.display().to_string(),
+                lsa: None,
+                msg: "no such file or directory".into(),
+            });
         }
     }
     Ok(out)
@@ -419,15 +497,75 @@ fn floor_mod(a: i64, n: i64) -> i64 {
 }
 
 impl LogSet {
-    /// Opens a directory, or a list of volume files, and validates the set.
+    /// Opens a directory, or a list of volume files, and validates the set. With object
+    /// storage built in, a path may also be a URL (`s3://bucket/prefix/`, see
+    /// [`LogSet::open_with`]); `file://` URLs are local paths.
     pub fn open<P: AsRef<Path>>(paths: &[P]) -> Result<LogSet> {
-        let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+        #[cfg(feature = "object-store")]
+        return LogSet::open_with(paths, &StoreOptions::default());
+        #[cfg(not(feature = "object-store"))]
+        {
+            let paths: Vec<PathBuf> = paths.iter().map(|p| p.as_ref().to_path_buf()).collect();
+            if paths.is_empty() {
+                return Err(LogError::InvalidArgument { msg: "no log volume given".into() });
+            }
+            let files = expand(&paths)?;
+            let volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
+            LogSet::from_volumes(volumes)
+        }
+    }
+
+    /// As [`LogSet::open`], where paths may be URLs of object storage: a volume
+    /// (`s3://bucket/logs/db_lgar001`) or a prefix holding volumes (`s3://bucket/logs/`), in
+    /// S3 (and S3-compatible stores), GCS (`gs://`), Azure Blob (`az://`, `abfs://`) or over
+    /// HTTP(S); `options` says how to reach them.
+    #[cfg(feature = "object-store")]
+    pub fn open_with<P: AsRef<Path>>(paths: &[P], options: &StoreOptions) -> Result<LogSet> {
         if paths.is_empty() {
             return Err(LogError::InvalidArgument { msg: "no log volume given".into() });
         }
-        let files = expand(&paths)?;
-        let volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
-        LogSet::from_volumes(volumes)
+        let mut urls = Vec::new();
+        let mut local = Vec::new();
+        for p in paths {
+            let p = p.as_ref();
+            match p.to_str() {
+                Some(text) if remote::is_remote_url(text) => urls.push(text.to_string()),
+                Some(text) => local.push(remote::local_path(text)),
+                None => local.push(p.to_path_buf()),
+            }
+        }
+        let files = expand(&local)?;
+        let mut volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
+        let mut counters = None;
+        if !urls.is_empty() {
+            let mut stores = Stores::new(options.clone())?;
+            let mut located = Vec::new();
+            for url in &urls {
+                located.extend(stores.locate(url, |name| name_role(name) != NameRole::Other)?);
+            }
+            counters = Some(stores.counters.clone());
+            for file in stores.open(located)? {
+                volumes.push(Volume::remote(file)?);
+            }
+        }
+        let mut set = LogSet::from_volumes(volumes)?;
+        set.store_counters = counters;
+        Ok(set)
+    }
+
+    /// Requests made to object storage and bytes fetched from it so far (zeros for a log set
+    /// of local files).
+    pub fn fetched(&self) -> (u64, u64) {
+        #[cfg(feature = "object-store")]
+        if let Some(c) = &self.store_counters {
+            return (c.requests.load(Ordering::Relaxed), c.bytes.load(Ordering::Relaxed));
+        }
+        (0, 0)
+    }
+
+    /// Whether any volume is read from object storage.
+    pub fn is_remote(&self) -> bool {
+        self.remote
     }
 
     /// A log set of volumes held in memory: `(file name, bytes)` pairs, validated as
@@ -456,7 +594,7 @@ impl LogSet {
             let is_archive = body.starts_with(ARCHIVE_MAGIC) && body[ARCHIVE_MAGIC.len()] == 0;
             if (is_active && matches!(by_name, NameRole::Archive(_))) || (is_archive && by_name == NameRole::Active) {
                 return Err(LogError::BadHeader {
-                    file: vol.name.clone(),
+                    file: vol.label().to_string(),
                     msg: format!(
                         "the file name says {}, the header says {}",
                         if is_active { "archive" } else { "active volume" },
@@ -470,14 +608,14 @@ impl LogSet {
                 let ps = h.db_logpagesize as i64 as usize;
                 if !VALID_PAGE_SIZES.contains(&ps) {
                     return Err(LogError::BadHeader {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         msg: format!("log page size {} is not 4096, 8192 or 16384", h.db_logpagesize),
                     });
                 }
                 if !page::checksum_ok(&b[..ps.min(b.len())]) || b.len() < ps {
                     let computed = page::compute_checksum(&b[..ps.min(b.len()) / 4096 * 4096]);
                     return Err(LogError::Checksum {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         lsa: None,
                         pageid: HEADER_PAGE_ID,
                         stored: ph.checksum,
@@ -486,14 +624,14 @@ impl LogSet {
                 }
                 if h.npages <= 0 {
                     return Err(LogError::BadHeader {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         msg: format!("active log npages = {}", h.npages),
                     });
                 }
                 let want = (h.npages as u64 + 1) * ps as u64;
                 if (vol.len() as u64) < want {
                     return Err(LogError::Truncated {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         lsa: None,
                         msg: format!(
                             "active volume is {} bytes, its header says {} pages of {} bytes ({} bytes)",
@@ -508,7 +646,7 @@ impl LogSet {
                 let append_page = h.append_lsa.pageid;
                 if h.append_lsa.is_null() || h.nxarv_pageid > append_page + 1 || h.fpageid > append_page + 1 {
                     return Err(LogError::BadHeader {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         msg: format!(
                             "implausible header: append at {}, next page to archive {}, ring starts at page {}",
                             h.append_lsa, h.nxarv_pageid, h.fpageid
@@ -517,7 +655,7 @@ impl LogSet {
                 }
                 if let Some(a) = &active {
                     return Err(LogError::Mismatch {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         msg: format!(
                             "a second active volume in the set (already have {})",
                             volumes_name(&volumes, a.vol)
@@ -537,7 +675,7 @@ impl LogSet {
                 };
                 if a.npages <= 0 || a.fpageid < 0 {
                     return Err(LogError::BadHeader {
-                        file: vol.name.clone(),
+                        file: vol.label().to_string(),
                         msg: format!("archive header has npages {} and first page {}", a.npages, a.fpageid),
                     });
                 }
@@ -548,7 +686,7 @@ impl LogSet {
                 if let Some(n) = name_num {
                     if n != a.num {
                         return Err(LogError::BadHeader {
-                            file: vol.name.clone(),
+                            file: vol.label().to_string(),
                             msg: format!("file name says archive {n}, its header says archive {}", a.num),
                         });
                     }
@@ -556,7 +694,7 @@ impl LogSet {
                 raw_archives.push((a, name_num));
             } else {
                 return Err(LogError::BadHeader {
-                    file: vol.name.clone(),
+                    file: vol.label().to_string(),
                     msg: "no CUBRID/LogActive or CUBRID/LogArchive magic in the header page".into(),
                 });
             }
@@ -581,7 +719,7 @@ impl LogSet {
             let vol = &volumes[a.vol];
             if a.db_creation != db_creation {
                 return Err(LogError::Mismatch {
-                    file: vol.name.clone(),
+                    file: vol.label().to_string(),
                     msg: format!(
                         "belongs to another database: db_creation {} differs from the set's {}",
                         a.db_creation, db_creation
@@ -590,7 +728,7 @@ impl LogSet {
             }
             if !page::checksum_ok(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]) {
                 return Err(LogError::Checksum {
-                    file: vol.name.clone(),
+                    file: vol.label().to_string(),
                     lsa: None,
                     pageid: HEADER_PAGE_ID,
                     stored: PageHeader::parse(vol.bytes()).checksum,
@@ -600,7 +738,7 @@ impl LogSet {
             let want = (a.npages as u64 + 1) * page_size as u64;
             if (vol.len() as u64) < want {
                 return Err(LogError::Truncated {
-                    file: vol.name.clone(),
+                    file: vol.label().to_string(),
                     lsa: Some(Lsa::new(a.fpageid, 0)),
                     msg: format!(
                         "archive is {} bytes, its header says {} pages of {} bytes ({} bytes)",
@@ -617,13 +755,13 @@ impl LogSet {
             let (a, b) = (&w[0], &w[1]);
             if a.num == b.num {
                 return Err(LogError::Mismatch {
-                    file: volumes[b.vol].name.clone(),
+                    file: volumes[b.vol].label().to_string(),
                     msg: format!("archive number {} appears twice (also {})", b.num, volumes[a.vol].name),
                 });
             }
             if b.num != a.num + 1 {
                 return Err(LogError::MissingArchive {
-                    file: volumes[b.vol].name.clone(),
+                    file: volumes[b.vol].label().to_string(),
                     lsa: Some(Lsa::new(a.last_pageid() + 1, 0)),
                     msg: format!(
                         "archive(s) {}..{} between {} and {} are not in the set (pages from {} on)",
@@ -637,7 +775,7 @@ impl LogSet {
             }
             if b.fpageid != a.last_pageid() + 1 {
                 return Err(LogError::Mismatch {
-                    file: volumes[b.vol].name.clone(),
+                    file: volumes[b.vol].label().to_string(),
                     msg: format!(
                         "archive page ranges are not contiguous: {} ends at page {}, {} starts at page {}",
                         volumes[a.vol].name,
@@ -652,7 +790,7 @@ impl LogSet {
             let h = &act.header;
             if last.num >= h.nxarv_num as i64 {
                 return Err(LogError::Mismatch {
-                    file: volumes[last.vol].name.clone(),
+                    file: volumes[last.vol].label().to_string(),
                     msg: format!(
                         "archive {} is newer than the active volume, which has archived only up to archive {}",
                         last.num,
@@ -662,7 +800,7 @@ impl LogSet {
             }
             if last.num == h.nxarv_num as i64 - 1 && last.last_pageid() + 1 != h.nxarv_pageid {
                 return Err(LogError::Mismatch {
-                    file: volumes[last.vol].name.clone(),
+                    file: volumes[last.vol].label().to_string(),
                     msg: format!(
                         "last archive ends at page {}, the active header says archiving stopped before page {}",
                         last.last_pageid(),
@@ -673,6 +811,7 @@ impl LogSet {
         }
 
         let total_bytes = volumes.iter().map(|v| v.len() as u64).sum();
+        let remote = volumes.iter().any(Volume::is_remote);
         let mut set = LogSet {
             volumes,
             page_size,
@@ -683,8 +822,11 @@ impl LogSet {
             watch: PageWatch::default(),
             total_bytes,
             last_archive: AtomicUsize::new(0),
+            remote,
+            #[cfg(feature = "object-store")]
+            store_counters: None,
         };
-        set.first_pageid = set.compute_first_pageid();
+        set.first_pageid = set.compute_first_pageid()?;
         Ok(set)
     }
 
@@ -697,8 +839,9 @@ impl LogSet {
         &self.volumes
     }
 
+    /// What messages call volume `vol`: its file name, or its URL in object storage.
     pub fn volume_name(&self, vol: usize) -> &str {
-        &self.volumes[vol].name
+        self.volumes[vol].label()
     }
 
     pub fn header(&self) -> Option<&ActiveHeader> {
@@ -718,8 +861,8 @@ impl LogSet {
     /// Name used in messages for a page nobody holds.
     pub fn set_name(&self) -> String {
         match &self.active {
-            Some(a) => self.volumes[a.vol].name.clone(),
-            None => self.volumes[self.archives[0].vol].name.clone(),
+            Some(a) => self.volumes[a.vol].label().to_string(),
+            None => self.volumes[self.archives[0].vol].label().to_string(),
         }
     }
 
@@ -791,9 +934,16 @@ impl LogSet {
         flush(run);
     }
 
-    fn page_bytes(&self, vol: usize, physical: i64) -> Option<&[u8]> {
-        let start = (physical as usize).checked_mul(self.page_size)?;
-        self.volumes[vol].bytes().get(start..start + self.page_size)
+    /// The bytes of physical page `physical` of volume `vol`, if the volume is long enough
+    /// (fetched first from object storage, for a remote volume).
+    fn page_bytes(&self, vol: usize, physical: i64) -> Result<Option<&[u8]>> {
+        let v = &self.volumes[vol];
+        let Some(start) = (physical as usize).checked_mul(self.page_size) else { return Ok(None) };
+        if start.saturating_add(self.page_size) > v.len() {
+            return Ok(None);
+        }
+        v.ensure(start, self.page_size)?;
+        Ok(v.bytes().get(start..start + self.page_size))
     }
 
     /// The ring slot (physical page) of a logical page in the active volume.
@@ -803,13 +953,13 @@ impl LogSet {
         Some(floor_mod(pageid - a.header.fpageid, n) + 1)
     }
 
-    fn ring_holds(&self, pageid: i64) -> bool {
-        match (&self.active, self.ring_slot(pageid)) {
+    fn ring_holds(&self, pageid: i64) -> Result<bool> {
+        Ok(match (&self.active, self.ring_slot(pageid)) {
             (Some(a), Some(slot)) => {
-                self.page_bytes(a.vol, slot).map(|b| PageHeader::parse(b).logical_pageid == pageid).unwrap_or(false)
+                self.page_bytes(a.vol, slot)?.map(|b| PageHeader::parse(b).logical_pageid == pageid).unwrap_or(false)
             }
             _ => false,
-        }
+        })
     }
 
     /// From now on, remembers every page below `pageid` that is fetched (and forgets those
@@ -846,14 +996,16 @@ impl LogSet {
         let (vol, physical, bytes) = if let Some(a) = self.archive_for(pageid) {
             let physical = pageid - a.fpageid + 1;
             match self.page_bytes(a.vol, physical) {
-                Some(b) => (a.vol, physical, b),
-                None => return Fetch::Absent(Absent::Overwritten { vol: a.vol, found: -1 }),
+                Ok(Some(b)) => (a.vol, physical, b),
+                Ok(None) => return Fetch::Absent(Absent::Overwritten { vol: a.vol, found: -1 }),
+                Err(e) => return Fetch::Failed(e),
             }
         } else if let Some(act) = &self.active {
             let slot = self.ring_slot(pageid).unwrap();
             match self.page_bytes(act.vol, slot) {
-                Some(b) => (act.vol, slot, b),
-                None => return Fetch::Absent(Absent::Overwritten { vol: act.vol, found: -1 }),
+                Ok(Some(b)) => (act.vol, slot, b),
+                Ok(None) => return Fetch::Absent(Absent::Overwritten { vol: act.vol, found: -1 }),
+                Err(e) => return Fetch::Failed(e),
             }
         } else {
             return Fetch::Absent(Absent::NoVolume);
@@ -909,9 +1061,10 @@ impl LogSet {
     pub fn fetch_error(&self, f: Fetch<'_>, pageid: i64, lsa: Lsa) -> LogError {
         match f {
             Fetch::Ok(_) => LogError::InvalidArgument { msg: "internal: fetch succeeded".into() },
-            Fetch::Encrypted(p) => LogError::Encrypted { file: self.volumes[p.vol].name.clone(), lsa: Some(lsa), pageid },
+            Fetch::Failed(e) => e.at(lsa, pageid),
+            Fetch::Encrypted(p) => LogError::Encrypted { file: self.volumes[p.vol].label().to_string(), lsa: Some(lsa), pageid },
             Fetch::BadChecksum { page, computed } => LogError::Checksum {
-                file: self.volumes[page.vol].name.clone(),
+                file: self.volumes[page.vol].label().to_string(),
                 lsa: Some(lsa),
                 pageid,
                 stored: page.header.checksum,
@@ -923,12 +1076,12 @@ impl LogSet {
                 msg: format!("log page {pageid} was archived, and no archive in the set holds it (the active ring reused its slot)"),
             },
             Fetch::Absent(Absent::Overwritten { vol, found }) => LogError::CorruptRecord {
-                file: self.volumes[vol].name.clone(),
+                file: self.volumes[vol].label().to_string(),
                 lsa: Some(lsa),
                 msg: format!("log page {pageid} is not in the set (its slot holds page {found})"),
             },
             Fetch::Absent(Absent::Damaged { vol, physical, found, zeroed }) => LogError::CorruptRecord {
-                file: self.volumes[vol].name.clone(),
+                file: self.volumes[vol].label().to_string(),
                 lsa: Some(lsa),
                 msg: if zeroed {
                     format!("log page {pageid} is damaged: page {physical} of the volume is zeroed")
@@ -944,40 +1097,40 @@ impl LogSet {
         }
     }
 
-    fn compute_first_pageid(&self) -> i64 {
+    fn compute_first_pageid(&self) -> Result<i64> {
         if let Some(a) = self.archives.first() {
-            return a.fpageid;
+            return Ok(a.fpageid);
         }
-        let Some(act) = &self.active else { return 0 };
+        let Some(act) = &self.active else { return Ok(0) };
         let h = &act.header;
         let n = h.npages as i64;
         let hi = h.nxarv_pageid.max(h.append_lsa.pageid).max(0);
         let mut lo = (hi - n + 1).max(0);
         let mut top = h.nxarv_pageid.max(lo);
-        if !self.ring_holds(top) {
-            return top;
+        if !self.ring_holds(top)? {
+            return Ok(top);
         }
         // The pages of the window still in the ring are a suffix of it (older slots were reused).
         while lo < top {
             let mid = lo + (top - lo) / 2;
-            if self.ring_holds(mid) {
+            if self.ring_holds(mid)? {
                 top = mid;
             } else {
                 lo = mid + 1;
             }
         }
-        top
+        Ok(top)
     }
 }
 
 fn volumes_name(v: &[Volume], i: usize) -> String {
-    v[i].name.clone()
+    v[i].label().to_string()
 }
 
 fn check_header_page(vol: &Volume, ph: &PageHeader) -> Result<()> {
     if ph.logical_pageid != HEADER_PAGE_ID || ph.offset != -1 {
         return Err(LogError::BadHeader {
-            file: vol.name.clone(),
+            file: vol.label().to_string(),
             msg: format!(
                 "header page has logical page id {} and offset {} (expected -9 and -1)",
                 ph.logical_pageid, ph.offset
@@ -1004,13 +1157,13 @@ fn infer_archive_page_size(volumes: &[Volume], archives: &[Archive]) -> Result<u
     }
     if vol.len() < 2 * VALID_PAGE_SIZES[0] {
         return Err(LogError::Truncated {
-            file: vol.name.clone(),
+            file: vol.label().to_string(),
             lsa: None,
             msg: format!("archive of {} bytes holds no log page", vol.len()),
         });
     }
     Err(LogError::BadHeader {
-        file: vol.name.clone(),
+        file: vol.label().to_string(),
         msg: format!(
             "cannot infer the log page size: no page size in 4K/8K/16K puts page {} at physical page 1",
             a.fpageid

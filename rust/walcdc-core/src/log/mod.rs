@@ -7,5 +7,7 @@ pub mod positions;
 pub mod ranges;
 pub(crate) mod readahead;
 pub mod record;
+#[cfg(feature = "object-store")]
+pub mod remote;
 pub mod source;
 pub mod walker;

@@ -10,6 +10,8 @@ use crate::logset::LogSet;
 
 /// Pages asked for in one call: small enough that the walk soon finds the first ones read.
 const CHUNK_BYTES: i64 = 4 << 20;
+/// Pages asked for in one call from object storage: several blocks fetched at once.
+const REMOTE_CHUNK_BYTES: i64 = 16 << 20;
 
 struct Wanted {
     /// Pages below this one are wanted.
@@ -30,7 +32,9 @@ impl ReadAhead {
     pub(crate) fn start(log: Arc<LogSet>, from: i64) -> Option<ReadAhead> {
         let wanted = Arc::new(Wanted { below: AtomicI64::new(from), stop: AtomicBool::new(false) });
         let mine = wanted.clone();
-        let chunk = (CHUNK_BYTES / log.page_size.max(1) as i64).max(1);
+        // From object storage, a chunk is fetched as several blocks at once.
+        let bytes = if log.is_remote() { REMOTE_CHUNK_BYTES } else { CHUNK_BYTES };
+        let chunk = (bytes / log.page_size.max(1) as i64).max(1);
         let thread = std::thread::Builder::new()
             .name("walcdc-readahead".into())
             .spawn(move || {

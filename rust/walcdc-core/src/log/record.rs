@@ -232,6 +232,9 @@ pub enum ParseProblem {
     NullForward,
     /// Not what the writer writes.
     Invalid(String),
+    /// A page could not be read from where it lives (see [`Fetch::Failed`]): an error, never
+    /// the end of the log.
+    Failed { pageid: i64, error: LogError },
 }
 
 fn fetch_for<S: PageSource + ?Sized>(
@@ -250,6 +253,7 @@ fn fetch_for<S: PageSource + ?Sized>(
             header_page,
         }),
         Fetch::Absent(a) => Err(ParseProblem::Page { pageid, problem: PageProblem::Absent(a), header_page }),
+        Fetch::Failed(error) => Err(ParseProblem::Failed { pageid, error }),
     }
 }
 
@@ -394,7 +398,7 @@ impl LogSet {
         let header_vol = || match self.fetch(lsa.pageid) {
             Fetch::Ok(p) | Fetch::Encrypted(p) => p.vol,
             Fetch::BadChecksum { page, .. } => page.vol,
-            Fetch::Absent(_) => self.active.as_ref().map(|a| a.vol).unwrap_or(0),
+            Fetch::Absent(_) | Fetch::Failed(_) => self.active.as_ref().map(|a| a.vol).unwrap_or(0),
         };
         match p {
             ParseProblem::Page { pageid, problem, header_page } => match problem {
@@ -423,6 +427,7 @@ impl LogSet {
                 LogError::corrupt(&file(header_vol()), lsa, "record with a NULL forw_lsa (never completed)")
             }
             ParseProblem::Invalid(msg) => LogError::corrupt(&file(header_vol()), lsa, msg),
+            ParseProblem::Failed { pageid, error } => error.at(lsa, pageid),
         }
     }
 }

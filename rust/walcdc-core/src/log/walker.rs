@@ -230,7 +230,7 @@ impl Walker {
     fn finish(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<Record>> {
         if matches!(reason, EndReason::Torn | EndReason::Unwritten) && self.torn_tail_possible() {
             if let Some(at) = at {
-                self.beyond_end = self.readable_beyond(at);
+                self.beyond_end = self.readable_beyond(at)?;
             }
         }
         self.next = None;
@@ -258,6 +258,7 @@ impl Walker {
                         });
                     }
                 }
+                Fetch::Failed(e) => return Err(e.at(Lsa::new(pageid, 0), pageid)),
                 other => {
                     let beyond = Lsa::new(pageid, 0) >= self.must_exist_until;
                     if beyond {
@@ -277,7 +278,7 @@ impl Walker {
             match self.log.fetch(q) {
                 Fetch::Ok(p) if p.header.offset >= 0 => break Some(Lsa::new(q, p.header.offset)),
                 Fetch::Ok(_) | Fetch::Encrypted(_) => q += 1,
-                Fetch::BadChecksum { .. } | Fetch::Absent(Absent::ArchiveMissing) => {
+                Fetch::BadChecksum { .. } | Fetch::Absent(Absent::ArchiveMissing) | Fetch::Failed(_) => {
                     return Err(self.log.fetch_error(self.log.fetch(q), q, Lsa::new(q, 0)))
                 }
                 Fetch::Absent(_) => break None,
@@ -301,8 +302,9 @@ impl Walker {
             if let Some(end) = self.end {
                 to = to.min(end.pageid + 1);
             }
-            // Only a walk that has gone a window's length reads ahead (most are short).
-            if self.read_ahead.is_none() && pageid - self.released_below >= keep / 2 {
+            // Only a walk that has gone a window's length reads ahead (most are short), except
+            // from object storage, where each block waited for costs a request's latency.
+            if self.read_ahead.is_none() && (pageid - self.released_below >= keep / 2 || self.log.is_remote()) {
                 self.read_ahead = ReadAhead::start(self.log.clone(), pageid);
             }
             if let Some(r) = &self.read_ahead {
@@ -501,12 +503,17 @@ impl Walker {
     }
 
     /// Pages after the one holding `end`, within one turn of the ring, whose first record reads.
-    fn readable_beyond(&self, end: Lsa) -> Option<BeyondEnd> {
+    fn readable_beyond(&self, end: Lsa) -> Result<Option<BeyondEnd>> {
         let end_page = end.pageid;
-        let ring = self.log.active.as_ref()?.header.npages as i64;
+        let Some(active) = self.log.active.as_ref() else { return Ok(None) };
+        let ring = active.header.npages as i64;
         let mut found: Option<BeyondEnd> = None;
         for q in end_page + 1..end_page + ring {
-            let Fetch::Ok(p) = self.log.fetch(q) else { continue };
+            let p = match self.log.fetch(q) {
+                Fetch::Ok(p) => p,
+                Fetch::Failed(e) => return Err(e.at(Lsa::new(q, 0), q)),
+                _ => continue,
+            };
             if p.header.offset < 0 {
                 continue;
             }
@@ -518,7 +525,7 @@ impl Walker {
                 }
             }
         }
-        found
+        Ok(found)
     }
 
     /// A crash can leave a torn tail only in a log that was not shut down cleanly.
@@ -622,9 +629,13 @@ pub fn find_end_from(log: &Arc<LogSet>, from: Option<Lsa>) -> Result<EndOfLog> {
     if last_lsa.is_none() && reason == EndReason::EndMarker {
         // The walk started on the marker itself: its back_lsa names the last record.
         if let Some(end) = w.end_lsa {
-            if let Fetch::Ok(p) = log.fetch(end.pageid) {
-                let back = lsa_at(p.bytes, PAGE_HEADER_SIZE + end.offset as usize + BACK_LSA_AT);
-                last_lsa = (!back.is_null()).then_some(back);
+            match log.fetch(end.pageid) {
+                Fetch::Ok(p) => {
+                    let back = lsa_at(p.bytes, PAGE_HEADER_SIZE + end.offset as usize + BACK_LSA_AT);
+                    last_lsa = (!back.is_null()).then_some(back);
+                }
+                Fetch::Failed(e) => return Err(e.at(end, end.pageid)),
+                _ => {}
             }
         }
     }

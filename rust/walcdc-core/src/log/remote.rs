@@ -1,0 +1,570 @@
+//! Log volumes in object storage (S3 and S3-compatible stores, GCS, Azure Blob, HTTP), read
+//! through the `object_store` crate with ranged GETs.
+//!
+//! A remote volume is fetched in aligned blocks ([`BLOCK_BYTES`]) into a sparse temporary file
+//! that the volume maps, so that pages are handed out exactly as from a local file (a slice of
+//! a map that stays valid while the log set lives). A block is fetched once: the walk's
+//! read-ahead fetches the blocks ahead of it several at a time, a random access (a chase, a
+//! record of an older transaction) fetches the one block it needs, and a block being fetched
+//! by one thread is waited for by the others, never fetched twice. Resident memory is bounded
+//! as for local files: the walk drops the pages behind it from the process's map and the
+//! kernel keeps or evicts the file's cached pages; the temporary files hold at most the blocks
+//! fetched and are deleted with the log set.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+use memmap2::Mmap;
+use object_store::path::Path as StorePath;
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use url::Url;
+
+use crate::error::{LogError, Result};
+
+/// Bytes of one block: a ranged GET of this size amortises a request's latency, and a page
+/// (4, 8 or 16 KiB) never straddles two blocks.
+pub const BLOCK_BYTES: u64 = 2 << 20;
+/// Bytes read at open from each volume: the header page and page 1 at the largest page size
+/// (the page size of archives is inferred from page 1).
+const HEAD_BYTES: u64 = 32 << 10;
+/// Requests in flight at once for one caller (read-ahead, the heads of many archives).
+const CONCURRENCY: usize = 8;
+
+/// The URL schemes read from object storage (`file://` is a local path).
+const REMOTE_SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http", "https"];
+
+/// Whether a path a caller gave is a URL of an object store (`s3://...`, `gs://...`, ...).
+pub fn is_remote_url(s: &str) -> bool {
+    match s.split_once("://") {
+        Some((scheme, _)) => REMOTE_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()),
+        None => false,
+    }
+}
+
+/// A `file://` URL as a local path; other strings unchanged.
+pub fn local_path(s: &str) -> PathBuf {
+    match Url::parse(s) {
+        Ok(u) if u.scheme() == "file" => u.to_file_path().unwrap_or_else(|_| PathBuf::from(s)),
+        _ => PathBuf::from(s),
+    }
+}
+
+/// How to reach object storage: the options of the store's builder (`aws_endpoint`,
+/// `aws_access_key_id`, `google_service_account`, `azure_storage_account_name`, ... as the
+/// `object_store` crate names them; its environment variables are read too), and walcdc's own:
+/// `max_retries` (default 10) and `retry_timeout` (seconds, default 180) for transient errors.
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    pub options: Vec<(String, String)>,
+}
+
+impl StoreOptions {
+    pub fn new(options: Vec<(String, String)>) -> StoreOptions {
+        StoreOptions { options }
+    }
+
+    fn retry(&self) -> Result<RetryConfig> {
+        let mut retry = RetryConfig::default();
+        for (k, v) in &self.options {
+            let bad = || LogError::InvalidArgument { msg: format!("storage option {k}={v:?}: not a number") };
+            match k.as_str() {
+                "max_retries" => retry.max_retries = v.parse().map_err(|_| bad())?,
+                "retry_timeout" => retry.retry_timeout = Duration::from_secs_f64(v.parse().map_err(|_| bad())?),
+                _ => {}
+            }
+        }
+        Ok(retry)
+    }
+
+    /// Option values that are secrets, to keep them out of every message.
+    fn secrets(&self) -> Vec<String> {
+        self.options
+            .iter()
+            .filter(|(k, v)| {
+                let k = k.to_ascii_lowercase();
+                v.len() >= 4
+                    && ["key", "secret", "token", "password", "sas", "credential"].iter().any(|s| k.contains(s))
+            })
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+}
+
+/// The runtime the stores' futures run on, one per process (made again in a forked child,
+/// where the parent's threads do not exist).
+/// The runtime, and the process that made it.
+type OwnedRuntime = (u32, Arc<tokio::runtime::Runtime>);
+
+fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+    static RT: OnceLock<Mutex<Option<OwnedRuntime>>> = OnceLock::new();
+    let mut held = RT.get_or_init(|| Mutex::new(None)).lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    if let Some((owner, rt)) = held.as_ref() {
+        if *owner == pid {
+            return Ok(rt.clone());
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("walcdc-store")
+        .enable_all()
+        .build()
+        .map_err(|e| LogError::Io {
+            file: "object store".into(),
+            lsa: None,
+            msg: format!("cannot start I/O threads: {e}"),
+        })?;
+    let rt = Arc::new(rt);
+    // A runtime inherited from a parent process is forgotten, not dropped: its threads are gone.
+    if let Some(old) = held.replace((pid, rt.clone())) {
+        std::mem::forget(old);
+    }
+    Ok(rt)
+}
+
+/// The stores of one opening, one per bucket (or account, or host), and what they report.
+pub(crate) struct Stores {
+    options: StoreOptions,
+    secrets: Vec<String>,
+    by_origin: HashMap<String, Arc<dyn ObjectStore>>,
+    rt: Arc<tokio::runtime::Runtime>,
+    pub(crate) counters: Arc<Counters>,
+}
+
+/// Requests made and bytes fetched from object storage by a log set.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub requests: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// Where one volume lives.
+pub(crate) struct Located {
+    pub url: String,
+    pub name: String,
+    pub len: u64,
+    store: Arc<dyn ObjectStore>,
+    location: StorePath,
+}
+
+impl Stores {
+    pub(crate) fn new(options: StoreOptions) -> Result<Stores> {
+        Ok(Stores {
+            secrets: options.secrets(),
+            options,
+            by_origin: HashMap::new(),
+            rt: runtime()?,
+            counters: Arc::new(Counters::default()),
+        })
+    }
+
+    /// A message with every secret option value masked.
+    fn redact(&self, msg: String) -> String {
+        redact(&self.secrets, msg)
+    }
+
+    fn io_error(&self, url: &str, what: &str, e: object_store::Error) -> LogError {
+        match e {
+            object_store::Error::NotFound { .. } => {
+                LogError::Io { file: url.to_string(), lsa: None, msg: format!("{what}: no such object") }
+            }
+            e => LogError::Io { file: url.to_string(), lsa: None, msg: self.redact(format!("{what}: {e}")) },
+        }
+    }
+
+    fn store(&mut self, url: &Url) -> Result<(Arc<dyn ObjectStore>, StorePath)> {
+        let bad = |msg: String| LogError::InvalidArgument { msg: format!("{url}: {msg}") };
+        let (scheme, path) = ObjectStoreScheme::parse(url).map_err(|e| bad(e.to_string()))?;
+        let origin = format!("{}://{}", url.scheme(), url.authority());
+        if let Some(s) = self.by_origin.get(&origin) {
+            return Ok((s.clone(), path));
+        }
+        let retry = self.options.retry()?;
+        let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
+        let options = self.options.options.iter().filter(|(k, _)| !ours(k));
+        let config_error = |k: &str, e: object_store::Error| bad(self.redact(format!("storage option {k}: {e}")));
+        let store: Arc<dyn ObjectStore> = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()).with_retry(retry);
+                for (k, v) in options {
+                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
+                }
+                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                let mut b =
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).with_retry(retry);
+                for (k, v) in options {
+                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
+                }
+                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                let mut b =
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()).with_retry(retry);
+                for (k, v) in options {
+                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
+                }
+                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+            }
+            ObjectStoreScheme::Http => {
+                let base = format!("{origin}/");
+                let mut b = object_store::http::HttpBuilder::new().with_url(base).with_retry(retry);
+                for (k, v) in options {
+                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
+                }
+                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+            }
+            other => return Err(bad(format!("{other:?} is not an object store walcdc reads"))),
+        };
+        self.by_origin.insert(origin, store.clone());
+        Ok((store, path))
+    }
+
+    /// The log volumes a URL names: the object itself, or the volumes under it as a prefix
+    /// (`s3://bucket/logs/` or `s3://bucket/logs`), as a directory names the volumes it holds.
+    pub(crate) fn locate(&mut self, url_text: &str, is_volume_name: impl Fn(&str) -> bool) -> Result<Vec<Located>> {
+        let url = Url::parse(url_text)
+            .map_err(|e| LogError::InvalidArgument { msg: format!("{url_text}: not a URL: {e}") })?;
+        let (store, path) = self.store(&url)?;
+        let rt = self.rt.clone();
+        let base = url_text.trim_end_matches('/');
+        let name_of = |p: &StorePath| p.filename().unwrap_or_default().to_string();
+        if !url_text.ends_with('/') {
+            self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            match rt.block_on(store.head(&path)) {
+                Ok(meta) => {
+                    let name = name_of(&meta.location);
+                    return Ok(vec![Located { url: base.to_string(), name, len: meta.size, store, location: path }]);
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.io_error(url_text, "reading its metadata", e)),
+            }
+        }
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
+        let listing =
+            rt.block_on(store.list_with_delimiter(prefix)).map_err(|e| self.io_error(url_text, "listing", e))?;
+        let mut found: Vec<Located> = listing
+            .objects
+            .into_iter()
+            .filter(|m| is_volume_name(&name_of(&m.location)))
+            .map(|m| {
+                let name = name_of(&m.location);
+                Located { url: format!("{base}/{name}"), name, len: m.size, store: store.clone(), location: m.location }
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(LogError::Io {
+                file: url_text.to_string(),
+                lsa: None,
+                msg: "no CUBRID log volumes (<db>_lgat, <db>_lgarNNN) under this prefix".into(),
+            });
+        }
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(found)
+    }
+
+    /// Opens located volumes: each gets its cache file, and the first bytes of all of them
+    /// (header pages) are fetched, several at a time.
+    pub(crate) fn open(&self, located: Vec<Located>) -> Result<Vec<RemoteFile>> {
+        let files: Vec<RemoteFile> = located
+            .into_iter()
+            .map(|l| RemoteFile::new(l, self.counters.clone(), self.secrets.clone(), self.rt.clone()))
+            .collect::<Result<_>>()?;
+        let heads = files.iter().map(|f| async move {
+            let end = HEAD_BYTES.min(f.len);
+            f.fetch_range(0..end).await
+        });
+        self.rt.block_on(stream::iter(heads).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>())?;
+        Ok(files)
+    }
+}
+
+fn redact(secrets: &[String], mut msg: String) -> String {
+    for s in secrets {
+        if msg.contains(s.as_str()) {
+            msg = msg.replace(s.as_str(), "***");
+        }
+    }
+    msg
+}
+
+const ABSENT: u8 = 0;
+const FETCHING: u8 = 1;
+const PRESENT: u8 = 2;
+
+/// One volume in object storage, cached block by block in a sparse temporary file.
+pub(crate) struct RemoteFile {
+    pub url: String,
+    pub name: String,
+    pub len: u64,
+    store: Arc<dyn ObjectStore>,
+    location: StorePath,
+    cache: File,
+    map: Mmap,
+    blocks: Vec<AtomicU8>,
+    changed: Mutex<()>,
+    ready: Condvar,
+    counters: Arc<Counters>,
+    secrets: Vec<String>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+/// Puts a block back to absent unless its fetch succeeded (an error or a panic), and wakes
+/// the threads waiting for it.
+struct Claim<'a> {
+    file: &'a RemoteFile,
+    block: usize,
+    done: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        let state = if self.done { PRESENT } else { ABSENT };
+        self.file.blocks[self.block].store(state, Ordering::Release);
+        let _guard = self.file.changed.lock().unwrap_or_else(|e| e.into_inner());
+        self.file.ready.notify_all();
+    }
+}
+
+impl RemoteFile {
+    fn new(
+        at: Located,
+        counters: Arc<Counters>,
+        secrets: Vec<String>,
+        rt: Arc<tokio::runtime::Runtime>,
+    ) -> Result<RemoteFile> {
+        let io = |e: std::io::Error| LogError::Io {
+            file: at.url.clone(),
+            lsa: None,
+            msg: format!("cannot make its cache file in the temporary directory: {e}"),
+        };
+        let cache = tempfile::tempfile().map_err(io)?;
+        cache.set_len(at.len).map_err(io)?;
+        // SAFETY: the map is of a private, unlinked file that only this volume writes, and only
+        // into blocks not yet handed out (a block is written before it is marked present).
+        let map = unsafe { Mmap::map(&cache) }.map_err(io)?;
+        let nblocks = at.len.div_ceil(BLOCK_BYTES) as usize;
+        Ok(RemoteFile {
+            url: at.url,
+            name: at.name,
+            len: at.len,
+            store: at.store,
+            location: at.location,
+            cache,
+            map,
+            blocks: (0..nblocks).map(|_| AtomicU8::new(ABSENT)).collect(),
+            changed: Mutex::new(()),
+            ready: Condvar::new(),
+            counters,
+            secrets,
+            rt,
+        })
+    }
+
+    /// The cached bytes: meaningful only where [`RemoteFile::ensure`] has been called.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The map of the cache file (to drop pages behind a walk from the process's memory).
+    pub(crate) fn map(&self) -> &Mmap {
+        &self.map
+    }
+
+    fn block_range(&self, block: usize) -> Range<u64> {
+        let start = block as u64 * BLOCK_BYTES;
+        start..(start + BLOCK_BYTES).min(self.len)
+    }
+
+    /// Fetches `range` of the object into the cache file (no block bookkeeping).
+    async fn fetch_range(&self, range: Range<u64>) -> Result<()> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let got = self.store.get_range(&self.location, range.clone()).await.map_err(|e| self.error(&range, e))?;
+        self.counters.bytes.fetch_add(got.len() as u64, Ordering::Relaxed);
+        if (got.len() as u64) < range.end - range.start {
+            return Err(LogError::Truncated {
+                file: self.url.clone(),
+                lsa: None,
+                msg: format!(
+                    "the object holds {} bytes from offset {} where its listing promised {} (it changed after it was listed)",
+                    got.len(),
+                    range.start,
+                    range.end - range.start
+                ),
+            });
+        }
+        self.cache.write_all_at(&got[..(range.end - range.start) as usize], range.start).map_err(|e| LogError::Io {
+            file: self.url.clone(),
+            lsa: None,
+            msg: format!("writing its cache file: {e}"),
+        })
+    }
+
+    fn error(&self, range: &Range<u64>, e: object_store::Error) -> LogError {
+        let what = format!("reading bytes {}..{}", range.start, range.end);
+        match e {
+            object_store::Error::NotFound { .. } => LogError::MissingArchive {
+                file: self.url.clone(),
+                lsa: None,
+                msg: format!("{what}: the object is gone (deleted after the volumes were listed)"),
+            },
+            e => {
+                let text = e.to_string();
+                if text.contains("416") || text.contains("Range Not Satisfiable") || text.contains("InvalidRange") {
+                    return LogError::Truncated {
+                        file: self.url.clone(),
+                        lsa: None,
+                        msg: format!("{what}: the object is shorter than when it was listed"),
+                    };
+                }
+                LogError::Io {
+                    file: self.url.clone(),
+                    lsa: None,
+                    msg: redact(&self.secrets, format!("{what}: {text}")),
+                }
+            }
+        }
+    }
+
+    /// Fetches one block this thread has claimed.
+    async fn fetch_block(&self, block: usize) -> Result<()> {
+        let mut claim = Claim { file: self, block, done: false };
+        self.fetch_range(self.block_range(block)).await?;
+        claim.done = true;
+        Ok(())
+    }
+
+    /// Claims the absent blocks among `blocks` for this thread.
+    fn claim(&self, blocks: Range<usize>) -> Vec<usize> {
+        blocks
+            .filter(|&b| {
+                self.blocks[b].load(Ordering::Acquire) == ABSENT
+                    && self.blocks[b].compare_exchange(ABSENT, FETCHING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+            })
+            .collect()
+    }
+
+    fn blocks_of(&self, start: u64, len: u64) -> Range<usize> {
+        let end = (start + len).min(self.len);
+        if start >= end {
+            return 0..0;
+        }
+        (start / BLOCK_BYTES) as usize..end.div_ceil(BLOCK_BYTES) as usize
+    }
+
+    /// Fetches the given claimed blocks, several at a time.
+    fn fetch_claimed(&self, claimed: Vec<usize>) -> Result<()> {
+        if claimed.is_empty() {
+            return Ok(());
+        }
+        let fetches = claimed.into_iter().map(|b| self.fetch_block(b));
+        self.rt.block_on(stream::iter(fetches).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>())?;
+        Ok(())
+    }
+
+    /// Makes bytes `[start, start + len)` present in the cache: fetches the blocks no one has,
+    /// waits for those another thread is fetching.
+    pub(crate) fn ensure(&self, start: u64, len: u64) -> Result<()> {
+        let blocks = self.blocks_of(start, len);
+        if blocks.clone().all(|b| self.blocks[b].load(Ordering::Acquire) == PRESENT) {
+            return Ok(());
+        }
+        loop {
+            self.fetch_claimed(self.claim(blocks.clone()))?;
+            // What is left is being fetched by other threads: wait for it (a failed fetch
+            // leaves its block absent, which the next turn claims and fetches again).
+            let mut guard = self.changed.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                let states: Vec<u8> = blocks.clone().map(|b| self.blocks[b].load(Ordering::Acquire)).collect();
+                if states.iter().all(|&s| s == PRESENT) {
+                    return Ok(());
+                }
+                if states.contains(&ABSENT) {
+                    break;
+                }
+                guard = self.ready.wait_timeout(guard, Duration::from_millis(200)).unwrap_or_else(|e| e.into_inner()).0;
+            }
+        }
+    }
+
+    /// Fetches bytes `[start, start + len)` ahead of a walk; errors are left for the walk's
+    /// own fetch to report.
+    pub(crate) fn prefetch(&self, start: u64, len: u64) {
+        let _ = self.fetch_claimed(self.claim(self.blocks_of(start, len)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::PutPayload;
+
+    #[test]
+    fn urls_and_paths() {
+        assert!(is_remote_url("s3://bucket/logs/"));
+        assert!(is_remote_url("GS://bucket/x"));
+        assert!(is_remote_url("abfss://c@a.dfs.core.windows.net/p"));
+        assert!(is_remote_url("https://host/logs/db_lgat"));
+        assert!(!is_remote_url("/var/lib/cubrid/log"));
+        assert!(!is_remote_url("file:///var/log"));
+        assert!(!is_remote_url("ftp://host/x"));
+        assert_eq!(local_path("file:///var/lib/log"), PathBuf::from("/var/lib/log"));
+        assert_eq!(local_path("relative/dir"), PathBuf::from("relative/dir"));
+    }
+
+    #[test]
+    fn secrets_are_masked_and_retry_options_checked() {
+        let opts = StoreOptions::new(vec![
+            ("aws_secret_access_key".into(), "s3cr3t-value".into()),
+            ("aws_region".into(), "us-east-1".into()),
+            ("max_retries".into(), "3".into()),
+        ]);
+        assert_eq!(redact(&opts.secrets(), "denied for s3cr3t-value".into()), "denied for ***");
+        assert_eq!(opts.retry().unwrap().max_retries, 3);
+        let bad = StoreOptions::new(vec![("retry_timeout".into(), "soon".into())]);
+        assert!(matches!(bad.retry(), Err(LogError::InvalidArgument { .. })));
+    }
+
+    /// Threads asking for the same bytes at once fetch each block once, and get the object's
+    /// bytes.
+    #[test]
+    fn each_block_is_fetched_once() {
+        let rt = runtime().unwrap();
+        let store = Arc::new(InMemory::new());
+        let data: Vec<u8> = (0..(5 * BLOCK_BYTES + 1234)).map(|i| (i % 251) as u8).collect();
+        let location = StorePath::from("logs/db_lgar000");
+        rt.block_on(store.put(&location, PutPayload::from(data.clone()))).unwrap();
+        let counters = Arc::new(Counters::default());
+        let at = Located {
+            url: "memory://logs/db_lgar000".into(),
+            name: "db_lgar000".into(),
+            len: data.len() as u64,
+            store,
+            location,
+        };
+        let file = RemoteFile::new(at, counters.clone(), Vec::new(), rt).unwrap();
+        let len = data.len() as u64;
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let file = &file;
+                s.spawn(move || {
+                    file.prefetch(t * 1000, 3 * BLOCK_BYTES);
+                    file.ensure(0, len).unwrap();
+                });
+            }
+        });
+        assert_eq!(file.bytes(), &data[..]);
+        assert_eq!(counters.bytes.load(Ordering::Relaxed), data.len() as u64);
+        assert_eq!(counters.requests.load(Ordering::Relaxed), 6);
+    }
+}

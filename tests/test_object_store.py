@@ -1,0 +1,275 @@
+"""Log volumes read straight from object storage: every fixture uploaded to an S3 API server on
+127.0.0.1 (moto's, started here) and read through every API and the CLI, equal to the same
+reads from local files, row for row and column for column; what is fetched (once, never a
+whole volume that is not needed); and errors as for local files, without credentials."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from click.testing import CliRunner
+from s3server import SECRET_KEY, FaultProxy, S3Server
+
+import walcdc
+from conftest import ALL_FIXTURES, assert_same_rows, fixture_dir
+from walcdc.cli import main
+
+pytestmark = pytest.mark.xdist_group("s3")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3Server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _outcome(read):
+    """What ``read()`` gives: its table, or the class of the error it raised (warnings off:
+    both reads warn alike, and the local read is the judge)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return read()
+        except walcdc.LogError as exc:
+            return type(exc)
+
+
+def _same(read, remote, local, what):
+    """``read(remote)`` gives what ``read(local)`` gives: the same rows, or the same error."""
+    got, want = _outcome(lambda: read(remote)), _outcome(lambda: read(local))
+    if isinstance(want, type):
+        assert got is want, f"{what}: {got!r}, want {want.__name__}"
+    else:
+        assert isinstance(got, pa.Table), f"{what}: raised {got.__name__}"
+        assert_same_rows(got, want, what)
+
+
+def _uploaded(s3, name):
+    return s3.put_dir(fixture_dir(name), name)
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_every_read_equals_the_local_read(s3, name):
+    local = walcdc.open_log(fixture_dir(name))
+    remote = walcdc.open_log(_uploaded(s3, name), storage_options=s3.options())
+    assert [v["file"] for v in remote.header()["volumes"]] == [
+        v["file"] for v in local.header()["volumes"]
+    ]
+    policy = "skip" if name == "tde" else "raise"
+
+    def records(log):
+        return log.records(on_encrypted=policy, payloads=True).read_all()
+
+    def changes(committed):
+        return lambda log: walcdc.read_changes(
+            log, committed_only=committed, on_encrypted=policy
+        ).read_all()
+
+    def table_changes(table):
+        return lambda log: walcdc.read_table_changes(log, table, on_encrypted=policy).read_all()
+
+    _same(records, remote, local, f"{name} records")
+    for committed in (True, False):
+        _same(changes(committed), remote, local, f"{name} changes committed_only={committed}")
+    tables = []
+    if name != "nosupp":
+        events = _outcome(
+            lambda: walcdc.read_changes(local, on_encrypted=policy, decode=False).read_all()
+        )
+        tables = sorted({t for t in events.column("table").to_pylist() if t and "." in t})
+    for table in tables:
+        _same(table_changes(table), remote, local, f"{name} table {table}")
+    # A URL given straight to a reader, with its storage options, reads as the opened set.
+    url = _uploaded(s3, name)
+    _same(
+        lambda log: walcdc.read_changes(
+            log, on_encrypted=policy, **({"storage_options": s3.options()} if log == url else {})
+        ).read_all(),
+        url,
+        local,
+        f"{name} changes from the URL",
+    )
+
+
+def _by_table(out):
+    return {
+        d.name: ds.dataset(d, format="parquet").to_table().sort_by("lsa")
+        for d in sorted(out.iterdir())
+        if d.is_dir()
+    }
+
+
+@pytest.mark.parametrize("name", ["breadth", "v11_2"])
+def test_cli_extract_by_table_equals_the_local_extract(s3, name, tmp_path):
+    url = _uploaded(s3, name)
+    opts = [
+        f"--storage-option={k}={str(v).lower() if isinstance(v, bool) else v}"
+        for k, v in s3.options().items()
+    ]
+    runner = CliRunner()
+    r = runner.invoke(main, ["extract", url, "--by-table", "-o", str(tmp_path / "s3"), *opts])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        main, ["extract", str(fixture_dir(name)), "--by-table", "-o", str(tmp_path / "fs")]
+    )
+    assert r.exit_code == 0, r.output
+    got, want = _by_table(tmp_path / "s3"), _by_table(tmp_path / "fs")
+    assert got.keys() == want.keys() and got
+    for table in want:
+        assert_same_rows(got[table], want[table], table)
+    r = runner.invoke(main, ["inspect", url, "--stats", *opts])
+    assert r.exit_code == 0, r.output
+    local = runner.invoke(main, ["inspect", str(fixture_dir(name)), "--stats"])
+    # Everything but the volume lines (which name the URLs) is the same.
+    assert r.output.split("records:")[1] == local.output.split("records:")[1]
+    r = runner.invoke(main, ["schema", url, "--json", *opts])
+    assert (
+        r.exit_code == 0
+        and r.output == runner.invoke(main, ["schema", str(fixture_dir(name)), "--json"]).output
+    )
+
+
+def test_a_forward_read_fetches_the_log_once(s3):
+    log = walcdc.open_log(_uploaded(s3, "p4k"), storage_options=s3.options())
+    size = sum(f.stat().st_size for f in fixture_dir("p4k").iterdir())
+    opened = log.fetched()
+    assert opened["bytes"] <= 4 * 32 * 1024  # the header pages only
+    log.records().read_all()
+    walcdc.read_changes(log).read_all()  # chases read what the walk fetched already
+    assert log.fetched()["bytes"] <= 1.1 * size, (log.fetched(), size)
+    # A second log set of the same volumes starts with nothing cached.
+    again = walcdc.open_log(_uploaded(s3, "p4k"), storage_options=s3.options())
+    walcdc.read_changes(again, committed_only=False).read_all()
+    assert again.fetched()["bytes"] <= 1.1 * size
+
+
+def test_a_range_fetches_its_own_blocks(s3):
+    """A range in the middle of the log (as a Spark task reads it) fetches its own bytes, and
+    the 2 MiB blocks at its edges, not the volumes around it."""
+    local = walcdc.open_log(fixture_dir("p4k"))
+    ranges = local.ranges(split_bytes=8 << 20)
+    start, end = ranges[len(ranges) // 2]
+    log = walcdc.open_log(_uploaded(s3, "p4k"), storage_options=s3.options())
+    before = log.fetched()["bytes"]
+
+    def read(log):
+        batches = log._native.records(start=start, end=end, range=True)
+        return pa.Table.from_batches([pa.record_batch(b) for b in batches])
+
+    got, want = read(log), read(local)
+    assert_same_rows(got, want, "range")
+    span = ((end >> 16) - (start >> 16) + 1) * 4096
+    assert log.fetched()["bytes"] - before <= span + 2 * (2 << 20), (log.fetched(), span)
+
+
+def test_a_missing_middle_archive_is_named(s3):
+    url = s3.put_dir(fixture_dir("p4k"), "p4k-gap", skip={"p4k_lgar001"})
+    with pytest.raises(walcdc.MissingArchiveError) as exc:
+        walcdc.open_log(url, storage_options=s3.options())
+    assert "1..1" in str(exc.value) or "001" in str(exc.value)
+
+
+def test_an_object_deleted_after_listing_is_a_missing_archive(s3):
+    url = s3.put_dir(fixture_dir("p4k"), "p4k-deleted")
+    log = walcdc.open_log(url, storage_options=s3.options())
+    s3.client.delete_object(Bucket="logs", Key="p4k-deleted/p4k_lgar001")
+    with pytest.raises(walcdc.MissingArchiveError) as exc:
+        log.records().read_all()
+    assert exc.value.file == url + "p4k_lgar001"
+    assert exc.value.lsa is not None and "log page" in str(exc.value)
+
+
+def test_an_object_shortened_after_listing_is_truncated(s3):
+    url = s3.put_dir(fixture_dir("p4k"), "p4k-shortened")
+    log = walcdc.open_log(url, storage_options=s3.options())
+    data = (fixture_dir("p4k") / "p4k_lgar002").read_bytes()
+    s3.client.put_object(Bucket="logs", Key="p4k-shortened/p4k_lgar002", Body=data[: 3 << 20])
+    with pytest.raises(walcdc.TruncatedLogError) as exc:
+        log.records().read_all()
+    assert exc.value.file == url + "p4k_lgar002" and exc.value.lsa is not None
+
+
+def test_a_truncated_object_is_refused_at_open_as_a_truncated_file(s3, tmp_path):
+    data = (
+        fixture_dir("v11_2") / sorted(p.name for p in fixture_dir("v11_2").iterdir())[0]
+    ).read_bytes()
+    s3.client.put_object(Bucket="logs", Key="short/v_lgar000", Body=data[:20000])
+    (tmp_path / "v_lgar000").write_bytes(data[:20000])
+    with pytest.raises(walcdc.LogError) as remote:
+        walcdc.open_log("s3://logs/short/v_lgar000", storage_options=s3.options())
+    with pytest.raises(walcdc.LogError) as local:
+        walcdc.open_log(tmp_path / "v_lgar000")
+    assert type(remote.value) is type(local.value)
+
+
+def test_failed_requests_are_retried_and_give_the_same_rows(s3):
+    url = _uploaded(s3, "breadth")
+    want = walcdc.read_changes(fixture_dir("breadth")).read_all()
+    proxy = FaultProxy(s3.port, fail_every=3)
+    try:
+        log = walcdc.open_log(url, storage_options=s3.options(proxy.endpoint))
+        assert_same_rows(walcdc.read_changes(log).read_all(), want, "retried")
+        assert proxy.stats()["failed"] > 0
+    finally:
+        proxy.stop()
+    # A store that stops answering once a read is under way: an error naming the volume and
+    # the LSA (after the retries, here none), never a shorter result.
+    proxy = FaultProxy(s3.port, fail_from=4)
+    try:
+        log = walcdc.open_log(url, storage_options=s3.options(proxy.endpoint, max_retries=0))
+        with pytest.raises(walcdc.LogIOError) as exc:
+            walcdc.read_changes(log).read_all()
+        assert exc.value.file.startswith(url) and exc.value.lsa is not None
+        assert "503" in str(exc.value)
+    finally:
+        proxy.stop()
+
+
+def test_credentials_never_appear(s3, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    messages = []
+    proxy = FaultProxy(s3.port, fail_from=1, status=403)
+    try:
+        for url, options in [
+            ("s3://no-such-bucket/x/", s3.options()),
+            (_uploaded(s3, "breadth"), s3.options(proxy.endpoint, max_retries=0)),
+            ("s3://logs/breadth/", {**s3.options(), "aws_no_such_option": SECRET_KEY}),
+        ]:
+            with pytest.raises(walcdc.LogError) as exc:
+                walcdc.read_changes(walcdc.open_log(url, storage_options=options)).read_all()
+            messages += [str(exc.value), repr(exc.value.args)]
+        r = CliRunner().invoke(
+            main,
+            [
+                "inspect",
+                "s3://no-such-bucket/x/",
+                f"--storage-option=aws_secret_access_key={SECRET_KEY}",
+                f"--storage-option=aws_endpoint={s3.endpoint}",
+                "--storage-option=aws_allow_http=true",
+            ],
+        )
+        assert r.exit_code != 0
+        messages.append(r.output)
+    finally:
+        proxy.stop()
+    out, err = capfd.readouterr()
+    for text in messages + [caplog.text, out, err]:
+        assert SECRET_KEY not in text, text
+
+
+def test_urls_are_refused_clearly(s3):
+    with pytest.raises(walcdc.LogIOError, match="no CUBRID log volumes"):
+        walcdc.open_log("s3://logs/nothing-here/", storage_options=s3.options())
+    with pytest.raises(walcdc.InvalidArgumentError, match="storage_options"):
+        walcdc.read_changes(walcdc.open_log(fixture_dir("breadth")), storage_options={"a": "b"})
+    with pytest.raises(walcdc.InvalidArgumentError, match="max_retries"):
+        walcdc.open_log(
+            "s3://logs/breadth/", storage_options={**s3.options(), "max_retries": "many"}
+        )
