@@ -90,8 +90,9 @@ def s3_environment():
     """For the examples that read ``s3://archive/cubrid/demodb/log/``: an S3 API server on
     127.0.0.1 holding the bundled sample there, and the environment variables that point the
     examples at it (the way a user's AWS_* variables point them at their store)."""
-    import walcdc
     from s3server import ACCESS_KEY, SECRET_KEY, S3Server
+
+    import walcdc
 
     server = S3Server()
     try:

@@ -273,3 +273,44 @@ def test_urls_are_refused_clearly(s3):
         walcdc.open_log(
             "s3://logs/breadth/", storage_options={**s3.options(), "max_retries": "many"}
         )
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_spark_reads_from_s3_equal_the_local_stream(spark, s3, name):
+    """``walcdc.spark.read_changes`` and ``format("walcdc")`` over a URL (each task opens the
+    store and fetches its own range): the local stream's rows, every column; ranges far smaller
+    than the largest transactions, so that tasks chase into blocks of other ranges."""
+    from test_spark import ORDER, local_as_spark, small_split
+    from test_spark_format import load
+
+    from walcdc.spark import read_changes
+
+    local = walcdc.open_log(fixture_dir(name))
+    url = _uploaded(s3, name)
+    split = small_split(local) * 4
+    if name == "nosupp":
+        with pytest.raises(walcdc.NoSupplementalLogError):
+            read_changes(spark, url, storage_options=s3.options(), split_bytes=split)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = walcdc.read_changes(local, on_encrypted="skip").read_all()
+        frames = {
+            "read_changes": read_changes(
+                spark, url, storage_options=s3.options(), on_encrypted="skip", split_bytes=split
+            ),
+            "format": load(
+                spark,
+                url,
+                split_bytes=split,
+                on_encrypted="skip",
+                **{
+                    f"storage.{k}": str(v).lower() if isinstance(v, bool) else v
+                    for k, v in s3.options().items()
+                },
+            ),
+        }
+    for what, df in frames.items():
+        expected, got = local_as_spark(want, df)
+        assert got.num_rows == expected.num_rows, what
+        assert got.sort_by(ORDER).equals(expected.sort_by(ORDER)), what

@@ -16,6 +16,7 @@ __all__ = [
     "LogSet",
     "open_log",
     "as_log",
+    "Volumes",
     "EncryptedPagesSkipped",
     "UnplacedRecordsSkipped",
     "UnfinishedTransactionDropped",
@@ -108,6 +109,17 @@ class LogSet:
         """The same volumes opened again (a fresh listing of a directory or prefix), with the
         same storage options."""
         return LogSet(self._paths, self._storage_options or None)
+
+    def volumes(self) -> Volumes:
+        """The volumes as another process opens them (a Spark executor): each volume's
+        absolute path or URL (a directory or prefix listed here, once), and the storage
+        options."""
+        paths, sizes = [], []
+        for v in self._native.header_info()["volumes"]:
+            path = v["path"]
+            paths.append(path if "://" in path else os.path.abspath(path))
+            sizes.append(v["size"])
+        return Volumes(paths, sizes, self._storage_options)
 
     def fetched(self) -> Dict[str, int]:
         """What reading from object storage has cost so far: ``requests`` made and ``bytes``
@@ -337,6 +349,44 @@ def _fmt(key: Optional[int]) -> str:
     from walcdc.lsa import format_lsa
 
     return format_lsa(key) if key is not None else "-"
+
+
+class Volumes:
+    """A log set's volumes as another process opens them: each volume's absolute path or URL,
+    its size, and the storage options that reach object storage. Plain values, so it pickles
+    to Spark executors; :meth:`open` opens the same log set there."""
+
+    __slots__ = ("paths", "sizes", "storage_options")
+
+    def __init__(self, paths: Sequence[str], sizes: Sequence[int], storage_options=None):
+        self.paths = list(paths)
+        self.sizes = list(sizes)
+        self.storage_options = dict(storage_options or {})
+
+    def __getstate__(self):
+        return (self.paths, self.sizes, self.storage_options)
+
+    def __setstate__(self, state) -> None:
+        self.paths, self.sizes, self.storage_options = state
+
+    def __repr__(self) -> str:  # no storage options: they may hold credentials
+        return f"<walcdc.Volumes {len(self.paths)} volume(s), {self.total_bytes} bytes>"
+
+    def open(self) -> LogSet:
+        return LogSet(self.paths, self.storage_options or None)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.sizes)
+
+    def identity(self) -> tuple:
+        """What changes when the volumes do: paths and sizes, and local files' modification
+        times (for caches of what was read from them)."""
+
+        def stamp(path: str) -> int:
+            return 0 if "://" in path else os.stat(path).st_mtime_ns
+
+        return tuple((p, n, stamp(p)) for p, n in zip(self.paths, self.sizes))
 
 
 def _storage_options(options: Optional[Dict[str, Any]]) -> Dict[str, str]:

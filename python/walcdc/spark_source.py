@@ -40,7 +40,10 @@ Options (both): ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separa
 (``full`` by default), ``decode`` (``true``), ``keys``, ``on_partial`` (``skip``),
 ``split_bytes``. Batch only: ``committed_only``, ``start``, ``end``, ``cursor`` (JSON),
 ``on_encrypted``, ``plan``. The log
-directory is the path given to ``load``; every executor must read it at that path.
+directory is the path given to ``load``; every executor must read it at that path. It may be a
+URL of object storage (``s3://bucket/log/``); options named ``storage.<key>`` are its
+``storage_options`` (``.option("storage.aws_region", "eu-west-1")``; credentials best come from
+the executors' environment).
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ from walcdc.spark.plan import range_plan_here
 __all__ = ["WalcdcDataSource", "register"]
 
 _LIST_OPTIONS = ("tables", "exclude_tables", "users", "ops")
+
+
+def _storage_options(options: Dict[str, str]) -> Dict[str, str]:
+    """The ``storage.<key>`` options: how to reach object storage."""
+    return {k[len("storage.") :]: v for k, v in options.items() if k.startswith("storage.")}
 
 
 def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
@@ -101,6 +109,7 @@ except ImportError:  # pragma: no cover - walcdc[spark] not installed
 class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
     def __init__(self, path: str, options: Dict[str, str], schema):
         self.path = path
+        self.storage = _storage_options(options)
         self.read_options = _read_options(options)
         self.split = _split_bytes(options)
         self.schema = schema
@@ -118,6 +127,7 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         start = start if start is not None else self._last
         stream = walcdc.read_changes(
             self.path,
+            storage_options=self.storage or None,
             cursor=_cursor(start),
             follow=True,
             idle_timeout=0,  # what is written now, sealed records only
@@ -145,17 +155,14 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
 
         if end.get("cursor") is None or end == start:
             return []
-        log = walcdc.open_log(self.path)
+        log = walcdc.open_log(self.path, storage_options=self.storage or None)
         plan = range_plan_here(
             log, self.split, cursor=_cursor(start), end=_cursor(end).position, whole=False
         )
-        return [_Part(p, plan, self.read_options, {}) for p in plan["parts"]]
+        return [_Part(p, plan, self.read_options, {}, self.storage) for p in plan["parts"]]
 
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
-        import walcdc
-
-        log = walcdc.open_log(partition.plan["paths"])
-        yield from _read_range(log, partition, _spark_arrow(self.schema))
+        yield from _read_range(partition.open(), partition, _spark_arrow(self.schema))
 
     def commit(self, end: Dict[str, Any]) -> None:
         pass  # nothing to trim: the log is the source of truth
@@ -182,7 +189,8 @@ class _Part(InputPartition):  # type: ignore[misc,valid-type]
     """One range of the plan: read from ``cursor`` (JSON; or the fields of one whose catalog
     checkpoint the task rebuilds, ``at``) or ``start``, up to ``end``. It carries what the
     task needs (Spark pickles the reader before it plans the partitions): the plan's common
-    fields and the read options the pushed filters narrowed."""
+    fields, the read options the pushed filters narrowed, and the storage options (never in
+    the plan's JSON, which may be shown)."""
 
     def __init__(
         self,
@@ -190,17 +198,26 @@ class _Part(InputPartition):  # type: ignore[misc,valid-type]
         plan: Dict[str, Any],
         options: Dict[str, Any],
         narrow: Dict[str, Any],
+        storage: Dict[str, str],
     ):
         self.spec = spec
         self.plan = {k: v for k, v in plan.items() if k != "parts"}
         self.options = options
         self.narrow = narrow
+        self.storage = storage
+
+    def open(self):
+        """The plan's volumes, opened where the task runs."""
+        from walcdc.logset import LogSet
+
+        return LogSet(self.plan["paths"], self.storage or None)
 
 
 class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
     def __init__(self, path: str, options: Dict[str, str], schema):
         self.path = path
         self.options = options
+        self.storage = _storage_options(options)
         self.read_options = _read_options(options)
         self.committed_only = options.get("committed_only", "true").lower() != "false"
         self.schema = schema
@@ -229,7 +246,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
     def partitions(self):
         import walcdc
 
-        log = walcdc.open_log(self.path)
+        log = walcdc.open_log(self.path, storage_options=self.storage or None)
         plan = _load_plan(self.options) or _local_plan(log, self.options)
         if plan["engine"] == self.committed_only:
             raise InvalidArgumentError(
@@ -241,7 +258,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         if narrowed is None:
             return []  # the filters select nothing this log holds
         options, narrow = narrowed
-        return [_Part(p, plan, options, narrow) for p in plan["parts"]]
+        return [_Part(p, plan, options, narrow, self.storage) for p in plan["parts"]]
 
     def _narrowed(self, log, plan: Dict[str, Any]):
         """The read options and the narrowing filters (``walcdc.changes._open_stream``) the
@@ -275,12 +292,10 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         return options, narrow
 
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
-        import walcdc
 
         if not isinstance(partition, _Part):
             return  # Spark's one empty partition: the filters select nothing
-        log = walcdc.open_log(partition.plan["paths"])
-        yield from _read_range(log, partition, _spark_arrow(self.schema))
+        yield from _read_range(partition.open(), partition, _spark_arrow(self.schema))
 
 
 def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:

@@ -3,11 +3,12 @@
 
 The driver reads volume and page headers only (:meth:`walcdc.LogSet.ranges`) and never walks
 the log; each task opens the volumes itself and reads its range. ``source`` must therefore be
-readable at the same paths on every executor: local disk in local mode, or a shared mount (NFS,
-a cluster file system mounted on every node). Object stores (s3://, abfs://) are not read
-directly: copy or mount the archives first. Executors need walcdc installed (``pip install
-walcdc`` on every node, or a packed environment shipped with ``spark.archives``); in local mode
-the driver's interpreter serves.
+readable at the same paths on every executor: local disk in local mode, a shared mount (NFS,
+a cluster file system mounted on every node), or object storage (``s3://``, ``gs://``,
+``az://`` URLs, with ``storage_options`` as :func:`walcdc.open_log` takes them: each task
+fetches its own range and the blocks its chases need). Executors need walcdc installed
+(``pip install walcdc`` on every node, or a packed environment shipped with
+``spark.archives``); in local mode the driver's interpreter serves.
 
 The package is cut by where code runs: :mod:`walcdc.spark.plan` and :mod:`walcdc.spark.facts`
 run on the driver (ranges, checked options, the catalog job and every collect),
@@ -28,7 +29,7 @@ from typing import Union
 import pyarrow as pa
 
 from walcdc.changes import OPTION_DEFAULTS
-from walcdc.logset import LogSet, open_log
+from walcdc.logset import LogSet, as_log
 from walcdc.spark import tasks
 from walcdc.spark.facts import check_supplemental_logging, cursors_at, facts_and_plan, facts_run
 from walcdc.spark.plan import (
@@ -36,12 +37,10 @@ from walcdc.spark.plan import (
     checked_options,
     clip,
     first_commit_after,
-    log_bytes,
     range_plan,
     ranges_frame,
     read_catalog,
     use_driver_python,
-    volume_paths,
     warn_left_out,
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema, spark_type
@@ -66,6 +65,7 @@ def read_records(
     payloads: bool = False,
     on_encrypted: str = "raise",
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    storage_options=None,
 ):
     """One row per log record, as :meth:`walcdc.LogSet.records` gives them, read in parallel:
     a Spark DataFrame with the same columns (types by :func:`spark_schema`). ``split_bytes``
@@ -73,8 +73,8 @@ def read_records(
     from walcdc.options import choice, position
 
     choice("on_encrypted", on_encrypted, ("raise", "skip"))
-    log = source if isinstance(source, LogSet) else open_log(source)
-    paths = volume_paths(log)
+    log = as_log(source, storage_options)
+    volumes = log.volumes()
     start_key = position(log, start, "start")
     end_key = position(log, end, "end")
     if start_key is not None:
@@ -85,8 +85,8 @@ def read_records(
     target = spark_arrow_schema(spark, schema)
     use_driver_python(spark)
 
-    read = tasks.records_reader(paths, payloads, on_encrypted, target)
-    return ranges_frame(spark, ranges, log_bytes(paths)).mapInArrow(read, schema)
+    read = tasks.records_reader(volumes, payloads, on_encrypted, target)
+    return ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(read, schema)
 
 
 def read_changes(
@@ -112,6 +112,7 @@ def read_changes(
     redact: bool = True,
     cursor=None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    storage_options=None,
 ):
     """The change events of :func:`walcdc.read_changes`, read in parallel: a Spark DataFrame
     with the same rows and columns (types by :func:`spark_schema`). Options mean what they mean
@@ -136,7 +137,7 @@ def read_changes(
     tell which transactions were open at the set's first record and how each ended.
     """
 
-    log = source if isinstance(source, LogSet) else open_log(source)
+    log = as_log(source, storage_options)
     kwargs, skip, seed = checked_options(
         log,
         start=start,
@@ -168,14 +169,14 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     one Spark job."""
     import walcdc._native as native
 
-    paths = volume_paths(log)
+    volumes = log.volumes()
     use_driver_python(spark)
     start_key, end_key = kwargs["start"], kwargs["end"]
     committed = kwargs["committed_only"]
-    versions, supplemental, left = read_catalog(spark, log, paths, kwargs, seed, split_bytes)
+    versions, supplemental, left = read_catalog(spark, log, volumes, kwargs, seed, split_bytes)
     warn_left_out(left, kwargs)
     if not supplemental:
-        _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
+        _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
     last_commit, offset, position = skip if skip is not None else (None, 0, None)
     # A cursor inside a committed transaction: the first commit after its last one skips
     # what the earlier run emitted of it.
@@ -193,8 +194,8 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     event_ranges = clip(log.ranges(split_bytes), start_key, end_key)
 
     skipped = (last_commit, offset, position)
-    read = tasks.changes_reader(paths, kwargs, shared, skipped, first_skipped, typed, target)
-    return ranges_frame(spark, event_ranges, log_bytes(paths)).mapInArrow(read, result)
+    read = tasks.changes_reader(volumes, kwargs, shared, skipped, first_skipped, typed, target)
+    return ranges_frame(spark, event_ranges, volumes.total_bytes).mapInArrow(read, result)
 
 
 def end_cursor(
@@ -207,6 +208,7 @@ def end_cursor(
     committed_only: bool = True,
     on_encrypted: str = "raise",
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    storage_options=None,
 ):
     """The cursor where :func:`read_changes` over the same window (``start`` or ``cursor``, and
     ``end``) ends: the next run passes it as ``cursor=`` and gets exactly the rest, no event
@@ -221,6 +223,7 @@ def end_cursor(
     log, kwargs, skip, seed = facts_run(
         spark,
         source,
+        storage_options,
         start=start,
         end=end,
         cursor=cursor,
@@ -247,6 +250,7 @@ def source_plan(
     committed_only: bool = True,
     on_encrypted: str = "raise",
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    storage_options=None,
 ) -> str:
     """The plan of a ``spark.read.format("walcdc")`` read over a large log (JSON text, for its
     ``plan`` option): the window cut into ranges of ``split_bytes`` and the catalog versions,
@@ -257,24 +261,27 @@ def source_plan(
     log, kwargs, skip, seed = facts_run(
         spark,
         source,
+        storage_options,
         start=start,
         end=end,
         cursor=cursor,
         committed_only=committed_only,
         on_encrypted=on_encrypted,
     )
-    paths = volume_paths(log)
-    versions, supplemental, left = read_catalog(spark, log, paths, kwargs, seed, split_bytes, True)
+    volumes = log.volumes()
+    versions, supplemental, left = read_catalog(
+        spark, log, volumes, kwargs, seed, split_bytes, True
+    )
     warn_left_out(left, kwargs)
     if not supplemental:
-        _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes)
+        _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
     return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, versions))
 
 
-def _check_supplemental_logging(spark, log, paths, kwargs, skip, seed, split_bytes) -> None:
+def _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes) -> None:
     """A window with no supplemental record: the facts say whether the log was written with
     ``supplemental_log=0`` (then :class:`walcdc.NoSupplementalLogError`, as locally)."""
-    facts, _, _, plan = facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+    facts, _, _, plan = facts_and_plan(spark, log, volumes, kwargs, skip, seed, split_bytes)
     check_supplemental_logging(log, facts, plan.windowed, kwargs["start"], kwargs["end"])
 
 
@@ -287,7 +294,7 @@ def read_table_changes(spark, source, table, **kwargs):
 
     split_bytes = kwargs.pop("split_bytes", DEFAULT_SPLIT_BYTES)
     cursor = kwargs.pop("cursor", None)
-    log = source if isinstance(source, LogSet) else open_log(source)
+    log = as_log(source, kwargs.pop("storage_options", None))
     class_oid, columns = _table_columns(log, table, {**kwargs, "cursor": cursor})
     fixed = ("tables", "exclude_tables", "keys", "cursor", "memory_limit")
     options = {k: v for k, v in OPTION_DEFAULTS.items() if k not in fixed}

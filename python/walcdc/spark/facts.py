@@ -6,7 +6,6 @@ supplemental record was written without supplemental logging."""
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import OrderedDict
 from typing import Any, Iterator, List, Sequence, Tuple
 
@@ -15,18 +14,16 @@ import pyarrow as pa
 from walcdc import _native
 from walcdc.changes import OPTION_DEFAULTS
 from walcdc.errors import InvalidArgumentError
-from walcdc.logset import LogSet, open_log
+from walcdc.logset import LogSet, Volumes, as_log
 from walcdc.spark import tasks
 from walcdc.spark.plan import (
     KEPT,
     checked_options,
     clip,
     cut,
-    log_bytes,
     ranges_frame,
     session_key,
     use_driver_python,
-    volume_paths,
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema
 
@@ -121,7 +118,7 @@ FACTS: OrderedDict[tuple, Tuple[Any, bytes, list]] = OrderedDict()
 
 
 def facts_and_plan(
-    spark, log: LogSet, paths: List[str], kwargs: dict, skip, seed, split_bytes: int
+    spark, log: LogSet, volumes: Volumes, kwargs: dict, skip, seed, split_bytes: int
 ):
     """The facts of the log (persisted: several joins read them), the catalog versions built
     from them, the catalog inputs, and the plan over them."""
@@ -140,14 +137,19 @@ def facts_and_plan(
     whole = not kwargs["committed_only"] or (kwargs["decode"] and kwargs["keys"] == "name_now")
     facts_end = None if whole else end_key
     fact_ranges = cut(cut(clip(log.ranges(split_bytes), seed_at, facts_end), start_key), end_key)
-    stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
     seed_key = hashlib.sha256(seed).digest() if seed is not None else None
-    key = (session_key(spark), stats, tuple(fact_ranges), kwargs["on_encrypted"], seed_key)
+    key = (
+        session_key(spark),
+        volumes.identity(),
+        tuple(fact_ranges),
+        kwargs["on_encrypted"],
+        seed_key,
+    )
     if key in FACTS:
         FACTS.move_to_end(key)
         facts, versions, inputs = FACTS[key]
     else:
-        facts = facts_frame(spark, paths, fact_ranges, kwargs["on_encrypted"]).persist(
+        facts = facts_frame(spark, volumes, fact_ranges, kwargs["on_encrypted"]).persist(
             StorageLevel.MEMORY_AND_DISK
         )
         # The catalog: built once on the driver from the class-record writes.
@@ -182,7 +184,7 @@ class Facts:
         return facts.where(F.col("kind").isin(_START, _COMMIT, _ABORT))
 
 
-def facts_frame(spark, paths: List[str], ranges, on_encrypted: str):
+def facts_frame(spark, volumes: Volumes, ranges, on_encrypted: str):
     """The facts of every range (``walcdc_core::parallel::range_facts``), one task per few
     ranges."""
     import walcdc._native as native
@@ -190,8 +192,8 @@ def facts_frame(spark, paths: List[str], ranges, on_encrypted: str):
     schema = spark_schema(pa.schema(native.facts_schema()))
     target = spark_arrow_schema(spark, schema)
 
-    read_facts = tasks.facts_reader(paths, on_encrypted, target)
-    return ranges_frame(spark, ranges, log_bytes(paths)).mapInArrow(read_facts, schema)
+    read_facts = tasks.facts_reader(volumes, on_encrypted, target)
+    return ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(read_facts, schema)
 
 
 def check_supplemental_logging(log: LogSet, facts, windowed, start_key, end_key) -> None:
@@ -215,10 +217,10 @@ def check_supplemental_logging(log: LogSet, facts, windowed, start_key, end_key)
         raise native.no_supplemental_log_error(log._native)
 
 
-def facts_run(spark, source, **options):
+def facts_run(spark, source, storage_options=None, **options):
     """A run that only needs the log's facts (cursors, plans): the log, and the checked
     options of :func:`checked_options` (``kwargs``, ``skip``, ``seed``)."""
-    log = source if isinstance(source, LogSet) else open_log(source)
+    log = as_log(source, storage_options)
     checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
     checked.update(options, decode=False)
     kwargs, skip, seed = checked_options(log, **checked)
@@ -258,8 +260,9 @@ def cursors_at(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: int, b
     question whatever the number of bounds; what reaches the driver is a row per bound."""
     from pyspark.sql import functions as F
 
-    paths = volume_paths(log)
-    facts, _, inputs, plan = facts_and_plan(spark, log, paths, kwargs, skip, seed, split_bytes)
+    facts, _, inputs, plan = facts_and_plan(
+        spark, log, log.volumes(), kwargs, skip, seed, split_bytes
+    )
     huge = (1 << 63) - 1
     edges = [huge if b is None else b for b in bounds]
     n = len(edges)

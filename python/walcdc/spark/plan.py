@@ -15,7 +15,7 @@ from typing import List, Optional, Tuple
 import pyarrow as pa
 
 from walcdc.errors import InvalidArgumentError, argument_error
-from walcdc.logset import LogSet
+from walcdc.logset import LogSet, Volumes
 from walcdc.spark import tasks
 from walcdc.spark.types import spark_arrow_schema
 
@@ -33,11 +33,6 @@ def use_driver_python(spark) -> None:
     configured = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
     if sc.master.startswith("local") and not configured:
         sc.pythonExec = sys.executable
-
-
-def volume_paths(log: LogSet) -> List[str]:
-    """Absolute volume paths the executors open (a directory was expanded on the driver)."""
-    return [os.path.abspath(v["path"]) for v in log.header()["volumes"]]
 
 
 def clip(
@@ -120,10 +115,6 @@ def partition_keys(parts: int) -> List[int]:
             missing -= 1
         k += 1
     return keys  # type: ignore[return-value]
-
-
-def log_bytes(paths: List[str]) -> int:
-    return sum(os.stat(p).st_size for p in paths)
 
 
 def ranges_frame(spark, ranges, log_bytes: int, parts: Optional[int] = None):
@@ -221,7 +212,7 @@ def session_key(spark):
 CATALOGS: OrderedDict[tuple, Tuple[bytes, int]] = OrderedDict()
 
 
-def read_catalog(spark, log: LogSet, paths: List[str], kwargs: dict, seed, split_bytes, whole=None):
+def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split_bytes, whole=None):
     """The catalog versions of a committed read and the supplemental records in its window,
     from one Spark job: each range reduced where it is read to what the catalog needs
     (``RangeCatalog``: its DDL transactions' class-record writes, and the writes of the
@@ -232,13 +223,12 @@ def read_catalog(spark, log: LogSet, paths: List[str], kwargs: dict, seed, split
     if whole is None:
         whole = kwargs["decode"] and kwargs["keys"] == "name_now"
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    stats = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
     seed_key = hashlib.sha256(seed).digest() if seed is not None else None
-    key = (session_key(spark), stats, tuple(ranges), kwargs["on_encrypted"], seed_key)
+    key = (session_key(spark), volumes.identity(), tuple(ranges), kwargs["on_encrypted"], seed_key)
     if key in CATALOGS:
         CATALOGS.move_to_end(key)
         return CATALOGS[key]
-    on_spark = reduced_on_spark(spark, paths, ranges, kwargs)
+    on_spark = reduced_on_spark(spark, volumes, ranges, kwargs)
     reduced = catalog_of(log, kwargs, seed, ranges, on_spark)
     CATALOGS[key] = reduced
     while len(CATALOGS) > KEPT:
@@ -259,7 +249,7 @@ def catalog_ranges(log: LogSet, kwargs: dict, seed, split_bytes: int, whole: boo
     return cut(cut(ranges, start_key), end_key)
 
 
-def reduced_on_spark(spark, paths: List[str], ranges, kwargs: dict):
+def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
     """Each range's ``(RangeCatalog bytes, supplemental records)``, in order, from one job."""
     from pyspark.sql import types as T
 
@@ -273,8 +263,8 @@ def reduced_on_spark(spark, paths: List[str], ranges, kwargs: dict):
     )
     target = spark_arrow_schema(spark, schema)
 
-    reduce = tasks.catalog_reducer(paths, on_encrypted, target)
-    frame = ranges_frame(spark, ranges, log_bytes(paths)).mapInArrow(reduce, schema)
+    reduce = tasks.catalog_reducer(volumes, on_encrypted, target)
+    frame = ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(reduce, schema)
     rows = sorted(frame.collect(), key=lambda r: r.i)
     if [r.i for r in rows] != list(range(len(ranges))):
         raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
@@ -390,7 +380,7 @@ def plan_dict(log: LogSet, engine: bool, on_encrypted: str, parts: list) -> dict
     itself): its ``parts`` and what every part shares."""
     return {
         "walcdc_plan": 2,
-        "paths": volume_paths(log),
+        "paths": log.volumes().paths,
         "db_creation": log.header()["db_creation"],
         "engine": engine,
         "on_encrypted": on_encrypted,

@@ -1,6 +1,6 @@
 """What runs on the executors: the functions ``mapInArrow`` applies to the rows of ranges
-(``i``, ``start``, ``end``: LSA keys, None for open). Each is made from plain values (volume
-paths, option dicts, bytes or a broadcast of them, Arrow schemas), so what Spark pickles is
+(``i``, ``start``, ``end``: LSA keys, None for open). Each is made from plain values (the
+volumes, option dicts, bytes or a broadcast of them, Arrow schemas), so what Spark pickles is
 what the task needs and never a driver object; each task opens the volumes itself."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
+from walcdc.logset import Volumes
 from walcdc.spark.types import cast_batch
 
 Range = Tuple[Optional[int], Optional[int]]
@@ -33,13 +34,12 @@ def _rows(tasks: Iterator[pa.RecordBatch], *columns: str):
         yield from zip(*(t.column(c).to_pylist() for c in columns))
 
 
-def records_reader(paths: List[str], payloads: bool, on_encrypted: str, target) -> Task:
+def records_reader(volumes: Volumes, payloads: bool, on_encrypted: str, target) -> Task:
     """Each range's records (``LogSet.records``)."""
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc
 
-        log = walcdc.open_log(paths)
+        log = volumes.open()
         for s, e in _rows(tasks, "start", "end"):
             reader = log._native.records(
                 start=s, end=e, payloads=payloads, on_encrypted=on_encrypted, range=True
@@ -51,7 +51,7 @@ def records_reader(paths: List[str], payloads: bool, on_encrypted: str, target) 
 
 
 def changes_reader(
-    paths: List[str],
+    volumes: Volumes,
     options: dict,
     versions,
     skip: Tuple[Optional[int], int, Optional[int]],
@@ -67,10 +67,9 @@ def changes_reader(
     last_commit, offset, position = skip
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc
         import walcdc._native as native
 
-        log = walcdc.open_log(paths)
+        log = volumes.open()
         native_options = log._native.change_options(**options)
         shared = versions.value if hasattr(versions, "value") else versions
         for s, e in spans(list(_rows(tasks, "start", "end"))):
@@ -93,15 +92,14 @@ def changes_reader(
     return read
 
 
-def catalog_reducer(paths: List[str], on_encrypted: str, target) -> Task:
+def catalog_reducer(volumes: Volumes, on_encrypted: str, target) -> Task:
     """Each range reduced to what the catalog needs: a row ``(i, RangeCatalog bytes,
     supplemental records)``."""
 
     def reduce(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc
         import walcdc._native as native
 
-        log = walcdc.open_log(paths)
+        log = volumes.open()
         for i, s, e in _rows(tasks, "i", "start", "end"):
             catalog, supplemental = native.range_catalog(log._native, s, e, on_encrypted)
             yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
@@ -109,14 +107,13 @@ def catalog_reducer(paths: List[str], on_encrypted: str, target) -> Task:
     return reduce
 
 
-def facts_reader(paths: List[str], on_encrypted: str, target) -> Task:
+def facts_reader(volumes: Volumes, on_encrypted: str, target) -> Task:
     """Each range's facts (``walcdc_core::parallel::range_facts``)."""
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc
         import walcdc._native as native
 
-        log = walcdc.open_log(paths)
+        log = volumes.open()
         for s, e in _rows(tasks, "start", "end"):
             b = native.range_facts(log._native, s, e, on_encrypted)
             yield cast_batch(pa.record_batch(b), target)

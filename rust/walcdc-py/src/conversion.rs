@@ -328,6 +328,7 @@ pub(crate) fn header_dict<'py>(py: Python<'py>, log: &LogSet) -> PyResult<Bound<
         let v = PyDict::new(py);
         v.set_item("file", &log.volumes()[a.vol].name)?;
         v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
+        v.set_item("size", log.volumes()[a.vol].len())?;
         v.set_item("kind", "active")?;
         v.set_item("pages", h.npages)?;
         vols.append(v)?;
@@ -337,6 +338,7 @@ pub(crate) fn header_dict<'py>(py: Python<'py>, log: &LogSet) -> PyResult<Bound<
         let v = PyDict::new(py);
         v.set_item("file", &log.volumes()[a.vol].name)?;
         v.set_item("path", log.volumes()[a.vol].path.display().to_string())?;
+        v.set_item("size", log.volumes()[a.vol].len())?;
         v.set_item("kind", "archive")?;
         v.set_item("number", a.num)?;
         v.set_item("first_pageid", a.fpageid)?;
