@@ -54,7 +54,7 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     log = walcdc.open_log(path)
     split = split_mb << 20
-    paths = plan.volume_paths(log)
+    volumes = log.volumes()
     options = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
     kwargs, _, seed = plan.checked_options(log, **{**options, "on_encrypted": "skip"})
 
@@ -79,7 +79,7 @@ def run_cases(path: str, cores: int, split_mb: int, repeat: int) -> dict:
             self.run()
 
     def catalog():
-        return Collected(lambda: plan.read_catalog(spark, log, paths, kwargs, seed, split))
+        return Collected(lambda: plan.read_catalog(spark, log, volumes, kwargs, seed, split))
 
     def fresh(make):
         def run():

@@ -5,6 +5,7 @@ whole volume that is not needed); and errors as for local files, without credent
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 
@@ -314,3 +315,41 @@ def test_spark_reads_from_s3_equal_the_local_stream(spark, s3, name):
         expected, got = local_as_spark(want, df)
         assert got.num_rows == expected.num_rows, what
         assert got.sort_by(ORDER).equals(expected.sort_by(ORDER)), what
+
+
+def test_a_spark_task_fetches_its_range_and_the_blocks_its_reads_back_need(spark, s3):
+    """What one task of ``format("walcdc")`` runs (``_read_range`` over the volumes its
+    partition opens), over each range in the middle of the log: it fetches the blocks of its
+    range and of the pages before it that it reads back (found by the same task over local
+    files, which records every page it reads below its range), and no other: never the log
+    around it. Its rows are the local task's."""
+    from walcdc.spark import source_plan, spark_schema
+    from walcdc.spark_source import _arrow_schema, _Part, _read_range, _spark_arrow
+
+    block = 2 << 20
+    url = _uploaded(s3, "p4k")
+    plan = json.loads(source_plan(spark, url, storage_options=s3.options(), split_bytes=8 << 20))
+    target = _spark_arrow(spark_schema(_arrow_schema()))
+    assert len(plan["parts"]) >= 8
+    local = walcdc.open_log(fixture_dir("p4k"))
+    archives = local.header()["archives"]
+
+    def archive_block(page):
+        a = next(a for a in archives if a["first_pageid"] <= page <= a["last_pageid"])
+        return a["number"], (page - a["first_pageid"] + 1) * 4096 // block
+
+    for spec in plan["parts"][2:-2]:
+        part = _Part(spec, plan, {}, {}, s3.options())
+        first, last = spec["start"] >> 16, spec["end"] >> 16
+        local._native.watch_below(first)
+        want = pa.Table.from_batches(list(_read_range(local, part, target)), target)
+        read_back = local._native.watched_pages()
+        remote = part.open()
+        got = pa.Table.from_batches(list(_read_range(remote, part, target)), target)
+        assert_same_rows(got, want, f"range {spec}")
+        # A page's block: its archive, and its offset there over 2 MiB (the middle ranges
+        # and what they read back lie in archives). One block of slack: the header pages
+        # every opening reads.
+        blocks = {archive_block(p) for p in set(read_back) | set(range(first, last + 1))}
+        fetched = remote.fetched()["bytes"]
+        assert fetched <= (len(blocks) + 1) * block, (spec, fetched, len(blocks), len(read_back))

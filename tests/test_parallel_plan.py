@@ -25,10 +25,9 @@ def _versions(log) -> bytes:
 @pytest.mark.parametrize("name", tiered(["v11_2"], ["v11_2", "p4k"]))
 def test_the_driver_reads_only_the_catalogs_writes(spark, name):
     from walcdc.spark.facts import catalog_inputs, facts_frame
-    from walcdc.spark.plan import volume_paths
 
     log = walcdc.open_log(fixture_dir(name))
-    facts_df = facts_frame(spark, volume_paths(log), log.ranges(1 << 20), "raise")
+    facts_df = facts_frame(spark, log.volumes(), log.ranges(1 << 20), "raise")
     inputs = catalog_inputs(facts_df)
     facts = pa.record_batch(native.range_facts(log._native)).to_pylist()
     writes = [f for f in facts if f["kind"] == 5]
@@ -50,7 +49,7 @@ def test_the_driver_reads_only_the_catalogs_writes(spark, name):
         joins = (
             inputs
             if split == 1 << 20
-            else catalog_inputs(facts_frame(spark, volume_paths(log), ranges, "raise"))
+            else catalog_inputs(facts_frame(spark, log.volumes(), ranges, "raise"))
         )
         reduced = [native.range_catalog(log._native, s, e)[0] for s, e in ranges]
         # A record's trid is not part of its input (0 from the reduction).

@@ -378,9 +378,7 @@ class TableColumns:
             # newer than the snapshot read so far.
             if (class_oid, repid) not in self._missed:
                 self._missed.add((class_oid, repid))
-                from walcdc.logset import open_log
-
-                self._log = open_log(self._log._paths)
+                self._log = self._log.reopen()
                 self._load()
                 reps = self._tables.get(class_oid)
         if reps is None or (repid is not None and repid not in reps):

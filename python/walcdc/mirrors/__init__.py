@@ -195,7 +195,7 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
 
     log = source if isinstance(source, LogSet) and not result.rounds else None
     if log is None:
-        log = open_log(source._paths if isinstance(source, LogSet) else source)
+        log = source.reopen() if isinstance(source, LogSet) else open_log(source)
     db_creation = log.header()["db_creation"]
     os.makedirs(root, exist_ok=True)
     target = open_target(root, db_creation)
