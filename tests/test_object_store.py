@@ -270,6 +270,19 @@ def test_credentials_never_appear(s3, caplog, capfd):
         assert SECRET_KEY not in text, text
 
 
+def test_volume_urls_over_plain_http(s3):
+    """Explicit volume URLs over HTTP (the S3 server answers plain ranged GETs too)."""
+    _uploaded(s3, "breadth")
+    names = sorted(p.name for p in fixture_dir("breadth").iterdir())
+    urls = [f"{s3.endpoint}/logs/breadth/{n}" for n in names]
+    log = walcdc.open_log(urls, storage_options={"allow_http": True})
+    local = walcdc.open_log(fixture_dir("breadth"))
+    assert_same_rows(log.records().read_all(), local.records().read_all(), "http")
+    assert_same_rows(
+        walcdc.read_changes(log).read_all(), walcdc.read_changes(local).read_all(), "http"
+    )
+
+
 def test_a_file_url_is_a_local_path():
     local = walcdc.open_log(fixture_dir("breadth"))
     log = walcdc.open_log(fixture_dir("breadth").resolve().as_uri())
