@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,11 +34,53 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 CASES = ["walk", "changes"]
 
 
+class Nginx:
+    """nginx (Debian's package) serving ``root`` on a free loopback port: a fast HTTP server
+    with ranged GETs, to read the volumes as explicit URLs."""
+
+    def __init__(self, root: Path) -> None:
+        import shutil
+        import socket
+        import tempfile
+
+        binary = shutil.which("nginx") or "/usr/sbin/nginx"
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.dir = Path(tempfile.mkdtemp(prefix="walcdc-nginx-"))
+        conf = self.dir / "nginx.conf"
+        conf.write_text(
+            # As root, the workers would read as nobody: the log lives in a home directory.
+            ("user root;\n" if os.geteuid() == 0 else "")
+            + f"daemon off; worker_processes 2; pid {self.dir}/pid;\n"
+            + f"error_log {self.dir}/error.log;\n"
+            "events { worker_connections 256; }\n"
+            f"http {{ access_log off; sendfile on; server {{ listen 127.0.0.1:{self.port}; "
+            f"root {root}; }} }}\n"
+        )
+        self.proc = subprocess.Popen([binary, "-c", str(conf), "-p", str(self.dir)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("nginx did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
 def run_case(case: str, source: str, options: dict) -> dict:
     """In this process: one case, timed."""
     import walcdc
 
     t = time.perf_counter()
+    if source.startswith("["):  # explicit volume URLs
+        source = json.loads(source)
     log = walcdc.open_log(source, storage_options=options or None)
     if case == "walk":
         items = sum(b.num_rows for b in log.records())
@@ -95,12 +138,24 @@ def main() -> None:
         print(f"uploaded {log_bytes / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s", flush=True)
         plain = FaultProxy(server.port)
         slow = FaultProxy(server.port, delay=args.latency_ms / 1000)
-        proxies = [plain, slow]
+        web = Nginx(path)
+        http_plain = FaultProxy(web.port)
+        http_slow = FaultProxy(web.port, delay=args.latency_ms / 1000)
+        proxies = [plain, slow, web, http_plain, http_slow]
+        names = sorted(f.name for f in path.glob("*_lg*"))
+
+        def http(endpoint: str) -> str:
+            return json.dumps([f"{endpoint}/{n}" for n in names])
+
+        ms = f"{args.latency_ms:g}ms"
         sources = {
             "local": (str(path), {}),
             "s3": ("s3://logs/bench/", server.options()),
             "s3+proxy": ("s3://logs/bench/", server.options(plain.endpoint)),
-            f"s3+{args.latency_ms:g}ms": ("s3://logs/bench/", server.options(slow.endpoint)),
+            f"s3+{ms}": ("s3://logs/bench/", server.options(slow.endpoint)),
+            "http": (http(f"http://127.0.0.1:{web.port}"), {"allow_http": True}),
+            "http+proxy": (http(http_plain.endpoint), {"allow_http": True}),
+            f"http+{ms}": (http(http_slow.endpoint), {"allow_http": True}),
         }
         rows = []
         for case in CASES:

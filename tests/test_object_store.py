@@ -227,7 +227,8 @@ def test_failed_requests_are_retried_and_give_the_same_rows(s3):
         proxy.stop()
     # A store that stops answering once a read is under way: an error naming the volume and
     # the LSA (after the retries, here none), never a shorter result.
-    proxy = FaultProxy(s3.port, fail_from=4)
+    url = _uploaded(s3, "p4k")  # every block of it is read
+    proxy = FaultProxy(s3.port, fail_from=8)
     try:
         log = walcdc.open_log(url, storage_options=s3.options(proxy.endpoint, max_retries=0))
         with pytest.raises(walcdc.LogIOError) as exc:

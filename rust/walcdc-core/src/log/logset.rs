@@ -32,7 +32,7 @@ enum Backing {
     Map(Mmap),
     Memory(Vec<u8>),
     #[cfg(feature = "object-store")]
-    Remote(RemoteFile),
+    Remote(std::sync::Arc<RemoteFile>),
 }
 
 /// One volume: a memory-mapped file (or bytes held in memory).
@@ -73,7 +73,7 @@ impl Volume {
 
     /// A volume in object storage, its first bytes fetched.
     #[cfg(feature = "object-store")]
-    fn remote(file: RemoteFile) -> Result<Volume> {
+    fn remote(file: std::sync::Arc<RemoteFile>) -> Result<Volume> {
         let head = &file.bytes()[..(file.len as usize).min(PAGE_HEADER_SIZE + ACTIVE_HEADER_SIZE)];
         check_holds_header(&file.url, head)?;
         Ok(Volume::with_backing(PathBuf::from(&file.url), file.name.clone(), Backing::Remote(file)))

@@ -11,7 +11,7 @@ use crate::logset::LogSet;
 /// Pages asked for in one call: small enough that the walk soon finds the first ones read.
 const CHUNK_BYTES: i64 = 4 << 20;
 /// Pages asked for in one call from object storage: several blocks fetched at once.
-const REMOTE_CHUNK_BYTES: i64 = 16 << 20;
+const REMOTE_CHUNK_BYTES: i64 = 64 << 20;
 
 struct Wanted {
     /// Pages below this one are wanted.

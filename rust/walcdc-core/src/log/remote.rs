@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::ops::Range;
+use std::ops::{Deref, Range};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -24,6 +24,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use memmap2::Mmap;
 use object_store::path::Path as StorePath;
 use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use tokio::sync::Semaphore;
 use url::Url;
 
 use crate::error::{LogError, Result};
@@ -34,8 +35,9 @@ pub const BLOCK_BYTES: u64 = 2 << 20;
 /// Bytes read at open from each volume: the header page and page 1 at the largest page size
 /// (the page size of archives is inferred from page 1).
 const HEAD_BYTES: u64 = 32 << 10;
-/// Requests in flight at once for one caller (read-ahead, the heads of many archives).
-const CONCURRENCY: usize = 8;
+/// Requests in flight at once: for one caller's fetch (the heads of many archives, the blocks
+/// of a long record), and for the read-ahead of a log set.
+const CONCURRENCY: usize = 16;
 
 /// The URL schemes read from object storage (`file://` is a local path).
 const REMOTE_SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http", "https"];
@@ -274,10 +276,14 @@ impl Stores {
 
     /// Opens located volumes: each gets its cache file, and the first bytes of all of them
     /// (header pages) are fetched, several at a time.
-    pub(crate) fn open(&self, located: Vec<Located>) -> Result<Vec<RemoteFile>> {
-        let files: Vec<RemoteFile> = located
+    pub(crate) fn open(&self, located: Vec<Located>) -> Result<Vec<Arc<RemoteFile>>> {
+        let in_flight = Arc::new(Semaphore::new(CONCURRENCY));
+        let files: Vec<Arc<RemoteFile>> = located
             .into_iter()
-            .map(|l| RemoteFile::new(l, self.counters.clone(), self.secrets.clone(), self.rt.clone()))
+            .map(|l| {
+                RemoteFile::new(l, self.counters.clone(), self.secrets.clone(), self.rt.clone(), in_flight.clone())
+                    .map(Arc::new)
+            })
             .collect::<Result<_>>()?;
         let heads = files.iter().map(|f| async move {
             let end = HEAD_BYTES.min(f.len);
@@ -316,17 +322,30 @@ pub(crate) struct RemoteFile {
     counters: Arc<Counters>,
     secrets: Vec<String>,
     rt: Arc<tokio::runtime::Runtime>,
+    /// Read-ahead requests in flight, for every volume of the log set.
+    in_flight: Arc<Semaphore>,
 }
 
-/// Puts a block back to absent unless its fetch succeeded (an error or a panic), and wakes
-/// the threads waiting for it.
-struct Claim<'a> {
-    file: &'a RemoteFile,
+/// A block this caller set to being fetched: made when the block is claimed, so that it goes
+/// back to absent unless its fetch succeeds, whatever happens to the fetch (an error, a panic,
+/// a fetch dropped before it ran), and the threads waiting for it wake. `F` is the volume as
+/// the fetch holds it: a reference, or an `Arc` for a fetch that runs on its own.
+struct Claim<F: Deref<Target = RemoteFile>> {
+    file: F,
     block: usize,
     done: bool,
 }
 
-impl Drop for Claim<'_> {
+impl<F: Deref<Target = RemoteFile>> Claim<F> {
+    /// Fetches the claimed block.
+    async fn fetch(mut self) -> Result<()> {
+        self.file.fetch_range(self.file.block_range(self.block)).await?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl<F: Deref<Target = RemoteFile>> Drop for Claim<F> {
     fn drop(&mut self) {
         let state = if self.done { PRESENT } else { ABSENT };
         self.file.blocks[self.block].store(state, Ordering::Release);
@@ -341,6 +360,7 @@ impl RemoteFile {
         counters: Arc<Counters>,
         secrets: Vec<String>,
         rt: Arc<tokio::runtime::Runtime>,
+        in_flight: Arc<Semaphore>,
     ) -> Result<RemoteFile> {
         let io = |e: std::io::Error| LogError::Io {
             file: at.url.clone(),
@@ -367,6 +387,7 @@ impl RemoteFile {
             counters,
             secrets,
             rt,
+            in_flight,
         })
     }
 
@@ -435,15 +456,7 @@ impl RemoteFile {
         }
     }
 
-    /// Fetches one block this thread has claimed.
-    async fn fetch_block(&self, block: usize) -> Result<()> {
-        let mut claim = Claim { file: self, block, done: false };
-        self.fetch_range(self.block_range(block)).await?;
-        claim.done = true;
-        Ok(())
-    }
-
-    /// Claims the absent blocks among `blocks` for this thread.
+    /// Claims the absent blocks among `blocks` for this caller.
     fn claim(&self, blocks: Range<usize>) -> Vec<usize> {
         blocks
             .filter(|&b| {
@@ -461,12 +474,14 @@ impl RemoteFile {
         (start / BLOCK_BYTES) as usize..end.div_ceil(BLOCK_BYTES) as usize
     }
 
-    /// Fetches the given claimed blocks, several at a time.
-    fn fetch_claimed(&self, claimed: Vec<usize>) -> Result<()> {
-        if claimed.is_empty() {
+    /// Fetches the absent blocks among `blocks`, several at a time, and waits for them.
+    fn fetch_absent(&self, blocks: Range<usize>) -> Result<()> {
+        let claims: Vec<Claim<&RemoteFile>> =
+            self.claim(blocks).into_iter().map(|block| Claim { file: self, block, done: false }).collect();
+        if claims.is_empty() {
             return Ok(());
         }
-        let fetches = claimed.into_iter().map(|b| self.fetch_block(b));
+        let fetches = claims.into_iter().map(Claim::fetch);
         self.rt.block_on(stream::iter(fetches).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>())?;
         Ok(())
     }
@@ -479,7 +494,7 @@ impl RemoteFile {
             return Ok(());
         }
         loop {
-            self.fetch_claimed(self.claim(blocks.clone()))?;
+            self.fetch_absent(blocks.clone())?;
             // What is left is being fetched by other threads: wait for it (a failed fetch
             // leaves its block absent, which the next turn claims and fetches again).
             let mut guard = self.changed.lock().unwrap_or_else(|e| e.into_inner());
@@ -496,10 +511,19 @@ impl RemoteFile {
         }
     }
 
-    /// Fetches bytes `[start, start + len)` ahead of a walk; errors are left for the walk's
-    /// own fetch to report.
-    pub(crate) fn prefetch(&self, start: u64, len: u64) {
-        let _ = self.fetch_claimed(self.claim(self.blocks_of(start, len)));
+    /// Starts fetching bytes `[start, start + len)` ahead of a walk, and returns: the fetches
+    /// run on the runtime, [`CONCURRENCY`] at a time for the whole log set, so that a walk
+    /// reading ahead keeps requests in flight without waiting for each batch of them. Errors
+    /// are left for the walk's own fetch to report (the block is absent again).
+    pub(crate) fn prefetch(self: &Arc<Self>, start: u64, len: u64) {
+        for block in self.claim(self.blocks_of(start, len)) {
+            let claim = Claim { file: self.clone(), block, done: false };
+            let in_flight = self.in_flight.clone();
+            self.rt.spawn(async move {
+                let Ok(_permit) = in_flight.acquire_owned().await else { return };
+                let _ = claim.fetch().await;
+            });
+        }
     }
 }
 
@@ -552,7 +576,8 @@ mod tests {
             store,
             location,
         };
-        let file = RemoteFile::new(at, counters.clone(), Vec::new(), rt).unwrap();
+        let in_flight = Arc::new(Semaphore::new(4));
+        let file = Arc::new(RemoteFile::new(at, counters.clone(), Vec::new(), rt, in_flight).unwrap());
         let len = data.len() as u64;
         std::thread::scope(|s| {
             for t in 0..4u64 {
