@@ -305,6 +305,15 @@ def test_a_store_slower_than_the_timeout_is_an_error(s3):
         proxy.stop()
 
 
+def test_blocks_are_kept_in_the_cache_dir_given(s3, tmp_path):
+    url = _uploaded(s3, "breadth")
+    log = walcdc.open_log(url, storage_options={**s3.options(), "cache_dir": str(tmp_path)})
+    want = walcdc.open_log(fixture_dir("breadth")).records().read_all()
+    assert_same_rows(log.records().read_all(), want, "cache_dir")
+    with pytest.raises(walcdc.LogIOError, match="cache_dir"):
+        walcdc.open_log(url, storage_options={**s3.options(), "cache_dir": str(tmp_path / "no")})
+
+
 def test_urls_are_refused_clearly(s3):
     with pytest.raises(walcdc.LogIOError, match="no CUBRID log volumes"):
         walcdc.open_log("s3://logs/nothing-here/", storage_options=s3.options())

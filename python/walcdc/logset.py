@@ -424,7 +424,9 @@ def open_log(
     ``google_service_account``, ``azure_storage_account_name``, ...), as deltalake and polars
     take them; its environment variables (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) are read too.
     ``max_retries`` (default 10) and ``retry_timeout`` (seconds, default 180) bound the retries
-    of transient errors. Secret values never appear in messages.
+    of transient errors. Fetched blocks are kept in a sparse temporary file per volume while the
+    log set is open (``cache_dir``, default the temporary directory: on a RAM file system they
+    would count as memory). Secret values never appear in messages.
 
     >>> import walcdc
     >>> log = walcdc.open_log(walcdc.samples.sample_path())

@@ -128,15 +128,20 @@ impl Volume {
         }
     }
 
-    /// Makes bytes `[start, start + len)` readable through [`Volume::bytes`]: fetches them
-    /// from object storage if they are not cached yet (a no-op for files and memory).
-    fn ensure(&self, start: usize, len: usize) -> Result<()> {
+    /// Bytes `[start, end)`, if the volume holds them: fetched from object storage first if
+    /// they are not cached yet. One match per call: every page a reader fetches comes here.
+    #[inline]
+    fn range(&self, start: usize, end: usize) -> Result<Option<&[u8]>> {
         match &self.map {
+            Backing::Map(m) => Ok(m.get(start..end)),
+            Backing::Memory(b) => Ok(b.get(start..end)),
             #[cfg(feature = "object-store")]
-            Backing::Remote(r) => r.ensure(start as u64, len as u64),
-            _ => {
-                let _ = (start, len);
-                Ok(())
+            Backing::Remote(r) => {
+                if end > r.len as usize {
+                    return Ok(None);
+                }
+                r.ensure(start as u64, (end - start) as u64)?;
+                Ok(r.bytes().get(start..end))
             }
         }
     }
@@ -379,7 +384,7 @@ pub enum Fetch<'a> {
     Absent(Absent),
     /// The page could not be read from where it lives (object storage: a request failed after
     /// its retries, the object is gone or shorter than listed). Never the end of the log.
-    Failed(LogError),
+    Failed(Box<LogError>),
 }
 
 /// An opened, validated set of log volumes of one database.
@@ -937,13 +942,8 @@ impl LogSet {
     /// The bytes of physical page `physical` of volume `vol`, if the volume is long enough
     /// (fetched first from object storage, for a remote volume).
     fn page_bytes(&self, vol: usize, physical: i64) -> Result<Option<&[u8]>> {
-        let v = &self.volumes[vol];
         let Some(start) = (physical as usize).checked_mul(self.page_size) else { return Ok(None) };
-        if start.saturating_add(self.page_size) > v.len() {
-            return Ok(None);
-        }
-        v.ensure(start, self.page_size)?;
-        Ok(v.bytes().get(start..start + self.page_size))
+        self.volumes[vol].range(start, start.saturating_add(self.page_size))
     }
 
     /// The ring slot (physical page) of a logical page in the active volume.
@@ -998,14 +998,14 @@ impl LogSet {
             match self.page_bytes(a.vol, physical) {
                 Ok(Some(b)) => (a.vol, physical, b),
                 Ok(None) => return Fetch::Absent(Absent::Overwritten { vol: a.vol, found: -1 }),
-                Err(e) => return Fetch::Failed(e),
+                Err(e) => return Fetch::Failed(Box::new(e)),
             }
         } else if let Some(act) = &self.active {
             let slot = self.ring_slot(pageid).unwrap();
             match self.page_bytes(act.vol, slot) {
                 Ok(Some(b)) => (act.vol, slot, b),
                 Ok(None) => return Fetch::Absent(Absent::Overwritten { vol: act.vol, found: -1 }),
-                Err(e) => return Fetch::Failed(e),
+                Err(e) => return Fetch::Failed(Box::new(e)),
             }
         } else {
             return Fetch::Absent(Absent::NoVolume);

@@ -234,7 +234,7 @@ pub enum ParseProblem {
     Invalid(String),
     /// A page could not be read from where it lives (see [`Fetch::Failed`]): an error, never
     /// the end of the log.
-    Failed { pageid: i64, error: LogError },
+    Failed { pageid: i64, error: Box<LogError> },
 }
 
 fn fetch_for<S: PageSource + ?Sized>(

@@ -61,7 +61,9 @@ pub fn local_path(s: &str) -> PathBuf {
 /// How to reach object storage: the options of the store's builder (`aws_endpoint`,
 /// `aws_access_key_id`, `google_service_account`, `azure_storage_account_name`, ... as the
 /// `object_store` crate names them; its environment variables are read too), and walcdc's own:
-/// `max_retries` (default 10) and `retry_timeout` (seconds, default 180) for transient errors.
+/// `max_retries` (default 10) and `retry_timeout` (seconds, default 180) for transient errors,
+/// `cache_dir` (where fetched blocks are kept while the log set is open; default: the
+/// temporary directory, which should not be a RAM file system for logs larger than memory).
 #[derive(Clone, Debug, Default)]
 pub struct StoreOptions {
     pub options: Vec<(String, String)>,
@@ -83,6 +85,11 @@ impl StoreOptions {
             }
         }
         Ok(retry)
+    }
+
+    /// Where the volumes' blocks are kept (`cache_dir`; default: the temporary directory).
+    fn cache_dir(&self) -> Option<PathBuf> {
+        self.options.iter().rev().find(|(k, _)| k == "cache_dir").map(|(_, v)| PathBuf::from(v))
     }
 
     /// Option values that are secrets, to keep them out of every message.
@@ -189,7 +196,7 @@ impl Stores {
             return Ok((s.clone(), path));
         }
         let retry = self.options.retry()?;
-        let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
+        let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout" | "cache_dir");
         let options = self.options.options.iter().filter(|(k, _)| !ours(k));
         let config_error = |k: &str, e: object_store::Error| bad(self.redact(format!("storage option {k}: {e}")));
         let store: Arc<dyn ObjectStore> = match scheme {
@@ -281,8 +288,8 @@ impl Stores {
         let files: Vec<Arc<RemoteFile>> = located
             .into_iter()
             .map(|l| {
-                RemoteFile::new(l, self.counters.clone(), self.secrets.clone(), self.rt.clone(), in_flight.clone())
-                    .map(Arc::new)
+                let shared = (self.counters.clone(), self.secrets.clone(), self.rt.clone(), in_flight.clone());
+                RemoteFile::new(l, shared, self.options.cache_dir().as_deref()).map(Arc::new)
             })
             .collect::<Result<_>>()?;
         let heads = files.iter().map(|f| async move {
@@ -302,6 +309,10 @@ fn redact(secrets: &[String], mut msg: String) -> String {
     }
     msg
 }
+
+/// What the volumes of one opening share: counters, secrets to mask, the runtime, and the
+/// read-ahead's requests in flight.
+type Shared = (Arc<Counters>, Vec<String>, Arc<tokio::runtime::Runtime>, Arc<Semaphore>);
 
 const ABSENT: u8 = 0;
 const FETCHING: u8 = 1;
@@ -355,19 +366,18 @@ impl<F: Deref<Target = RemoteFile>> Drop for Claim<F> {
 }
 
 impl RemoteFile {
-    fn new(
-        at: Located,
-        counters: Arc<Counters>,
-        secrets: Vec<String>,
-        rt: Arc<tokio::runtime::Runtime>,
-        in_flight: Arc<Semaphore>,
-    ) -> Result<RemoteFile> {
+    fn new(at: Located, shared: Shared, cache_dir: Option<&std::path::Path>) -> Result<RemoteFile> {
+        let (counters, secrets, rt, in_flight) = shared;
         let io = |e: std::io::Error| LogError::Io {
             file: at.url.clone(),
             lsa: None,
-            msg: format!("cannot make its cache file in the temporary directory: {e}"),
+            msg: format!("cannot make its cache file (storage option cache_dir, or the temporary directory): {e}"),
         };
-        let cache = tempfile::tempfile().map_err(io)?;
+        let cache = match cache_dir {
+            Some(dir) => tempfile::tempfile_in(dir),
+            None => tempfile::tempfile(),
+        }
+        .map_err(io)?;
         cache.set_len(at.len).map_err(io)?;
         // SAFETY: the map is of a private, unlinked file that only this volume writes, and only
         // into blocks not yet handed out (a block is written before it is marked present).
@@ -577,7 +587,7 @@ mod tests {
             location,
         };
         let in_flight = Arc::new(Semaphore::new(4));
-        let file = Arc::new(RemoteFile::new(at, counters.clone(), Vec::new(), rt, in_flight).unwrap());
+        let file = Arc::new(RemoteFile::new(at, (counters.clone(), Vec::new(), rt, in_flight), None).unwrap());
         let len = data.len() as u64;
         std::thread::scope(|s| {
             for t in 0..4u64 {
