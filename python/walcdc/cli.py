@@ -1128,7 +1128,7 @@ def serve(
 
 
 @main.command()
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Mirror the small real log shipped with walcdc.")
 @click.option(
     "--to",
@@ -1172,6 +1172,7 @@ def serve(
 @click.option(
     "--idle-timeout", type=float, help="With --follow: stop after this many quiet seconds."
 )
+@_storage_option
 @_progress
 @_command
 def mirror(
@@ -1190,6 +1191,7 @@ def mirror(
     follow,
     poll_interval,
     idle_timeout,
+    storage_options,
     progress,
 ) -> None:
     """Keeps one table per CUBRID table in a lake format equal to CUBRID's: applies the
@@ -1204,14 +1206,13 @@ def mirror(
     from walcdc.mirrors import mirror as run
 
     paths = _paths(paths, sample)
-    source = paths[0] if len(paths) == 1 else paths
     catalog = {}
     for item in catalog_properties:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--catalog")
         catalog[key] = value
-    log = _open(paths)
+    log = _open(paths, storage_options)  # each round after the first opens it again
     seen = {}
 
     def on_round(result, lsa):
@@ -1221,7 +1222,7 @@ def mirror(
     with _Progress(log.header(), progress and not follow, "mirror") as bar:
         try:
             done = run(
-                source,
+                log,
                 target,
                 commit_every=max(1, int(commit_every_mb * (1 << 20))),
                 catalog=catalog or None,
