@@ -27,14 +27,17 @@ def _free_port() -> int:
 
 
 class S3Server:
-    """moto's S3 server on a free loopback port; :meth:`put_dir` uploads a fixture's volumes."""
+    """moto's S3 server on a free loopback port; :meth:`put_dir` uploads a fixture's volumes.
+    ``tls``: HTTPS, with a certificate moto makes (clients must not verify it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: bool = False) -> None:
         self.port = _free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         env = {**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+            + (["--ssl"] if tls else []),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             env=env,
@@ -57,13 +60,16 @@ class S3Server:
             aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY,
             region_name="us-east-1",
+            verify=not tls,
         )
         self.client.create_bucket(Bucket="logs")
         self._uploaded: Dict[str, str] = {}
 
     def options(self, endpoint: Optional[str] = None, **more) -> Dict[str, object]:
         """The ``storage_options`` that reach this server (or a proxy in front of it)."""
+        tls = {"allow_invalid_certificates": True} if self.tls else {}
         return {
+            **tls,
             "aws_endpoint": endpoint or self.endpoint,
             "aws_allow_http": True,
             "aws_region": "us-east-1",

@@ -309,6 +309,27 @@ def test_volume_urls_over_plain_http(s3):
     )
 
 
+def test_volumes_over_https():
+    """The TLS path: the same S3 server over HTTPS (its own certificate, not verified)."""
+    import urllib3
+
+    urllib3.disable_warnings()
+    server = S3Server(tls=True)
+    try:
+        url = server.put_dir(fixture_dir("breadth"), "breadth")
+        log = walcdc.open_log(url, storage_options=server.options())
+        local = walcdc.open_log(fixture_dir("breadth"))
+        assert_same_rows(
+            walcdc.read_changes(log).read_all(), walcdc.read_changes(local).read_all(), "https"
+        )
+        # Verified, the certificate is refused: an error, not a read.
+        options = {k: v for k, v in server.options().items() if k != "allow_invalid_certificates"}
+        with pytest.raises(walcdc.LogIOError):
+            walcdc.open_log(url, storage_options=options)
+    finally:
+        server.stop()
+
+
 def test_a_file_url_is_a_local_path():
     local = walcdc.open_log(fixture_dir("breadth"))
     log = walcdc.open_log(fixture_dir("breadth").resolve().as_uri())

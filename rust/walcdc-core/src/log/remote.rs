@@ -120,6 +120,8 @@ fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
             return Ok(rt.clone());
         }
     }
+    // TLS through rustls with ring; another provider installed first by the process is kept.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("walcdc-store")
