@@ -186,7 +186,9 @@ impl Stores {
             object_store::Error::NotFound { .. } => {
                 LogError::Io { file: url.to_string(), lsa: None, msg: format!("{what}: no such object") }
             }
-            e => LogError::Io { file: url.to_string(), lsa: None, msg: self.redact(format!("{what}: {e}")) },
+            e => {
+                LogError::Io { file: url.to_string(), lsa: None, msg: self.redact(format!("{what}: {}", describe(&e))) }
+            }
         }
     }
 
@@ -301,6 +303,22 @@ impl Stores {
         self.rt.block_on(stream::iter(heads).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>())?;
         Ok(files)
     }
+}
+
+/// An error and its causes, outermost first: the store's own message often says only "error
+/// sending request", and the reason (a refused certificate, a reset connection) is a cause.
+fn describe(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn redact(secrets: &[String], mut msg: String) -> String {
@@ -451,7 +469,7 @@ impl RemoteFile {
                 msg: format!("{what}: the object is gone (deleted after the volumes were listed)"),
             },
             e => {
-                let text = e.to_string();
+                let text = describe(&e);
                 if text.contains("416") || text.contains("Range Not Satisfiable") || text.contains("InvalidRange") {
                     return LogError::Truncated {
                         file: self.url.clone(),
