@@ -26,6 +26,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Ends a server process: asked first, killed if it does not go within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 class S3Server:
     """moto's S3 server on a free loopback port; :meth:`put_dir` uploads a fixture's volumes.
     ``tls``: HTTPS, with a certificate moto makes (clients must not verify it)."""
@@ -88,12 +98,7 @@ class S3Server:
         return self._uploaded[prefix]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        _stop(self.proc)
 
 
 class FaultProxy:
@@ -131,12 +136,7 @@ class FaultProxy:
             return json.loads(r.read())
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        _stop(self.proc)
 
 
 def _serve_proxy(

@@ -188,13 +188,19 @@ def _paths(paths, sample) -> List[str]:
     return list(paths)
 
 
-def _open(paths: List[str], storage_options: Sequence[str] = ()):
-    options = {}
-    for item in storage_options:
+def _key_values(items: Sequence[str], option: str) -> Dict[str, str]:
+    """``KEY=VALUE`` items of a repeatable option, as a dict."""
+    out = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--storage-option")
-        options[key] = value
+            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint=option)
+        out[key] = value
+    return out
+
+
+def _open(paths: List[str], storage_options: Sequence[str] = ()):
+    options = _key_values(storage_options, "--storage-option")
     return walcdc.open_log(paths if len(paths) > 1 else paths[0], storage_options=options or None)
 
 
@@ -1206,12 +1212,7 @@ def mirror(
     from walcdc.mirrors import mirror as run
 
     paths = _paths(paths, sample)
-    catalog = {}
-    for item in catalog_properties:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{item!r}: give KEY=VALUE", param_hint="--catalog")
-        catalog[key] = value
+    catalog = _key_values(catalog_properties, "--catalog")
     log = _open(paths, storage_options)  # each round after the first opens it again
     seen = {}
 

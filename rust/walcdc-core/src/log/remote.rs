@@ -203,37 +203,28 @@ impl Stores {
         let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout" | "cache_dir");
         let options = self.options.options.iter().filter(|(k, _)| !ours(k));
         let config_error = |k: &str, e: object_store::Error| bad(self.redact(format!("storage option {k}: {e}")));
+        // Each store's builder: the caller's options by the names it knows, then built.
+        macro_rules! configured {
+            ($builder:expr) => {{
+                let mut b = $builder.with_retry(retry);
+                for (k, v) in options {
+                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
+                }
+                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+            }};
+        }
         let store: Arc<dyn ObjectStore> = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()).with_retry(retry);
-                for (k, v) in options {
-                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
-                }
-                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+                configured!(object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str()))
             }
             ObjectStoreScheme::GoogleCloudStorage => {
-                let mut b =
-                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()).with_retry(retry);
-                for (k, v) in options {
-                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
-                }
-                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+                configured!(object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()))
             }
             ObjectStoreScheme::MicrosoftAzure => {
-                let mut b =
-                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()).with_retry(retry);
-                for (k, v) in options {
-                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
-                }
-                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+                configured!(object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()))
             }
             ObjectStoreScheme::Http => {
-                let base = format!("{origin}/");
-                let mut b = object_store::http::HttpBuilder::new().with_url(base).with_retry(retry);
-                for (k, v) in options {
-                    b = b.with_config(k.to_ascii_lowercase().parse().map_err(|e| config_error(k, e))?, v);
-                }
-                Arc::new(b.build().map_err(|e| bad(self.redact(e.to_string())))?)
+                configured!(object_store::http::HttpBuilder::new().with_url(format!("{origin}/")))
             }
             other => return Err(bad(format!("{other:?} is not an object store walcdc reads"))),
         };
