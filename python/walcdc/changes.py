@@ -21,16 +21,17 @@ from walcdc import lsa as L
 from walcdc.errors import InvalidArgumentError, LogError, LogIOError, argument_error
 from walcdc.logset import LogSet, as_log, open_log
 from walcdc.options import (
-    DDL_SCOPES,
-    KEYS,
-    MODES,
     OPS,
+    OPTION_DEFAULTS,
+    READ_OPTIONS,
     TableIndex,
     _class_oid,
     choice,
     parse_ops,
     position,
+    read_options_of,
     split_list,
+    with_read_options,
 )
 
 __all__ = [
@@ -589,37 +590,20 @@ class TableChangeStream(ChangeStream):
         pass
 
 
+@with_read_options()
 def read_changes(
     source: Union[LogSet, str, os.PathLike[str], Sequence[Any]],
     *,
-    start=None,
-    end=None,
-    tables=None,
-    exclude_tables=None,
-    users=None,
-    ops=None,
-    include_trigger: bool = True,
-    include_ddl: str = "matching",
-    committed_only: bool = True,
-    mode: str = "full",
-    keys: str = "name_then",
     envelope: Optional[str] = None,
     envelope_options: Optional[Dict[str, Any]] = None,
-    schema=None,
-    cursor: Union[Cursor, str, os.PathLike[str], None] = None,
-    on_error: str = "raise",
-    memory_limit: int = 256 << 20,
-    on_encrypted: str = "raise",
-    on_partial: str = "skip",
     batch_size: int = 65536,
-    decode: bool = True,
-    redact: bool = True,
     state=None,
     follow: bool = False,
     poll_interval: float = 0.2,
     idle_timeout: Optional[float] = None,
     on_warning: Optional[Callable[[Warning], None]] = None,
     storage_options: Optional[Dict[str, Any]] = None,
+    **options,
 ) -> ChangeStream:
     """Change events of a log set (a :class:`LogSet`, or what :func:`open_log` opens: a
     directory, volume files, or a URL of object storage with its ``storage_options``).
@@ -679,7 +663,14 @@ def read_changes(
     reason in ``error`` instead of raising. Buffered events past ``memory_limit`` bytes spill to
     a temporary file. ``decode=False`` leaves ``before``/``after``/``key``/``changed_columns``
     empty (the raw images stay) for the fastest extraction.
+
+    The read options (``start`` to ``redact``: every one but ``source``, the envelope's, the
+    batch size, ``state``, following, ``on_warning`` and ``storage_options``) are declared once
+    for every API, Spark and the CLI; :data:`walcdc.options.READ_OPTIONS` lists them.
     """
+    options = read_options_of("read_changes", options)
+    start, cursor = options["start"], options["cursor"]
+    committed_only = options["committed_only"]
     if follow and (poll_interval <= 0 or (idle_timeout is not None and idle_timeout < 0)):
         raise argument_error("poll_interval", "{} must be positive (and idle_timeout at least 0)")
     if follow and not isinstance(source, LogSet):
@@ -699,27 +690,6 @@ def read_changes(
         if envelope is None:
             raise argument_error("envelope_options", '{} needs envelope="debezium"')
         envelope_options = check_options(envelope_options)
-    options = dict(
-        start=start,
-        end=end,
-        tables=tables,
-        exclude_tables=exclude_tables,
-        users=users,
-        ops=ops,
-        include_trigger=include_trigger,
-        include_ddl=include_ddl,
-        committed_only=committed_only,
-        mode=mode,
-        keys=keys,
-        schema=schema,
-        cursor=cursor,
-        on_error=on_error,
-        memory_limit=memory_limit,
-        on_encrypted=on_encrypted,
-        on_partial=on_partial,
-        decode=decode,
-        redact=redact,
-    )
     follow_args = None
     if follow:
         follow_args = dict(
@@ -745,29 +715,6 @@ def read_changes(
 #: a stream resumed from a cursor walks at most about this much before its restart point.
 _CHECKPOINT_EVERY = 64 << 20
 
-#: The defaults of :func:`read_changes`' options (those :func:`_native_options` takes).
-OPTION_DEFAULTS: Dict[str, Any] = dict(
-    start=None,
-    end=None,
-    tables=None,
-    exclude_tables=None,
-    users=None,
-    ops=None,
-    include_trigger=True,
-    include_ddl="matching",
-    committed_only=True,
-    mode="full",
-    keys="name_then",
-    schema=None,
-    cursor=None,
-    on_error="raise",
-    memory_limit=256 << 20,
-    on_encrypted="raise",
-    on_partial="skip",
-    decode=True,
-    redact=True,
-)
-
 
 def _open_stream(
     log: LogSet,
@@ -792,6 +739,7 @@ def _open_stream(
     whole stream (``txn_seq`` included) and read no image for the others; ``check_users``:
     warn at the end about users of the ``users`` filter the log does not know
     (:class:`_UserCheck`)."""
+    options = read_options_of("read_changes", options)
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
     native_options = log._native.change_options(
@@ -855,51 +803,30 @@ def _transaction_head(log: LogSet, options: Dict[str, Any], batch_size: int):
             return
 
 
-def _native_options(
-    log: LogSet,
-    *,
-    start,
-    end,
-    tables,
-    exclude_tables,
-    users,
-    ops,
-    include_trigger: bool,
-    include_ddl: str,
-    committed_only: bool,
-    mode: str,
-    keys: str,
-    schema,
-    cursor,
-    on_error: str,
-    memory_limit: int,
-    on_encrypted: str,
-    on_partial: str,
-    decode: bool,
-    redact: bool,
-) -> Dict[str, Any]:
-    """The options of :func:`read_changes`, checked and resolved against ``log`` (table names to
-    OIDs, times to LSAs, a cursor file to its cursor): keyword arguments of the native
+def _native_options(log: LogSet, **options) -> Dict[str, Any]:
+    """The read options (:data:`~walcdc.options.READ_OPTIONS`; those not given take their
+    defaults), checked and resolved against ``log`` (table names to class OIDs, times to LSAs,
+    a cursor file to its cursor, a schema file to its tables): keyword arguments of the native
     ``change_options``, plain Python values (Spark ships them to its tasks)."""
-    choice("mode", mode, MODES)
-    choice("keys", keys, KEYS)
-    choice("include_ddl", include_ddl, DDL_SCOPES)
-    choice("on_error", on_error, ("raise", "skip"))
-    choice("on_encrypted", on_encrypted, ("raise", "skip"))
-    choice("on_partial", on_partial, ("skip", "emit"))
+    given = {**OPTION_DEFAULTS, **read_options_of("read_changes", options)}
+    for name, option in READ_OPTIONS.items():
+        if option.kind == "choice":
+            choice(name, given[name], option.choices)
     user_schemas = None
-    if schema is not None:
+    if given["schema"] is not None:
         from walcdc.schemas import load_schema
 
-        user_schemas = load_schema(schema)
+        user_schemas = load_schema(given["schema"])
+    cursor = given["cursor"]
     if cursor is not None and not isinstance(cursor, Cursor):
         cursor = Cursor.load(cursor)
-    if cursor is not None and start is not None:
+    if cursor is not None and given["start"] is not None:
         raise argument_error("start", "give {} or cursor=, not both")
-    ops_list = parse_ops(ops)
     indexes: List[TableIndex] = []
 
-    def resolve(value, argument: str) -> List[int]:
+    def tables(value, argument: str) -> Optional[List[int]]:
+        if value is None:
+            return None
         # Class OIDs need no schemas; names need the tables the log defines (a walk).
         direct = [_class_oid(item) for item in split_list(value) or []]
         if all(o is not None for o in direct):
@@ -909,41 +836,44 @@ def _native_options(
             indexes.append(TableIndex.of(log, user_schemas or (), since))
         return indexes[0].resolve(value, argument)
 
-    table_oids = resolve(tables, "tables") if tables is not None else None
-    exclude_oids = resolve(exclude_tables, "exclude_tables") if exclude_tables is not None else None
-    user_list = split_list(users)
-    return dict(
-        start=position(log, start, "start"),
-        end=position(log, end, "end"),
-        committed_only=bool(committed_only),
-        mode=mode,
-        tables=table_oids,
-        exclude_tables=exclude_oids or None,
-        users=[str(u) for u in user_list] if user_list is not None else None,
-        ops=ops_list,
-        include_trigger=bool(include_trigger),
-        cursor=(
-            (
-                cursor.db_creation,
-                cursor.restart_lsa,
-                cursor.last_commit_lsa,
-                cursor.txn_offset,
-                cursor.position if cursor.position is not None else cursor.restart_lsa,
-                cursor.engine,
-            )
-            if cursor
-            else None
-        ),
-        checkpoint=cursor.catalog if cursor else None,
-        memory_limit=int(memory_limit),
-        on_error=on_error,
-        on_encrypted=on_encrypted,
-        on_partial=on_partial,
-        decode=bool(decode),
-        user_schemas=user_schemas,
-        keys=keys,
-        include_ddl=include_ddl,
-        redact=bool(redact),
+    def users(value, _argument: str) -> Optional[List[str]]:
+        names = split_list(value)
+        return [str(u) for u in names] if names is not None else None
+
+    resolvers = {
+        "position": lambda value, argument: position(log, value, argument),
+        "tables": tables,
+        "users": users,
+        "ops": lambda value, _argument: parse_ops(value),
+        "schema": lambda _value, _argument: user_schemas,
+        "cursor": lambda _value, _argument: _cursor_tuple(cursor),
+    }
+    out: Dict[str, Any] = {}
+    for name, option in READ_OPTIONS.items():
+        value = given[name]
+        if option.resolve in resolvers:
+            value = resolvers[option.resolve](value, name)
+        elif option.kind == "bool":
+            value = bool(value)
+        elif option.kind == "int":
+            value = int(value)
+        out[name] = value
+    out["checkpoint"] = cursor.catalog if cursor else None
+    return out
+
+
+def _cursor_tuple(cursor: Optional[Cursor]) -> Optional[tuple]:
+    """A cursor as the native side takes it."""
+    if cursor is None:
+        return None
+    position = cursor.position if cursor.position is not None else cursor.restart_lsa
+    return (
+        cursor.db_creation,
+        cursor.restart_lsa,
+        cursor.last_commit_lsa,
+        cursor.txn_offset,
+        position,
+        cursor.engine,
     )
 
 

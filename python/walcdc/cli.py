@@ -42,7 +42,7 @@ try:
         LogIOError,
         OutputError,
     )
-    from walcdc.options import DDL_SCOPES, KEYS, MODES
+    from walcdc.options import KEYS, OPS, READ_OPTIONS
 except KeyboardInterrupt:
     # Ctrl-C while the modules load (most of a short run's first second): as later on, one
     # line and status 130 (EXIT_INTERRUPTED), no traceback.
@@ -274,12 +274,21 @@ def main(debug) -> None:
     """Change data capture for CUBRID, read offline from its write-ahead log volumes."""
 
 
-_on_encrypted = click.option(
-    "--on-encrypted",
-    type=click.Choice(["raise", "skip"]),
-    default="raise",
-    show_default=True,
-    help="At TDE-encrypted pages: fail, or skip them (the skipped pages are reported).",
+def _read_choice(name: str, help: str):
+    """The flag of the read option ``name`` (``--on-encrypted`` for ``on_encrypted``): its
+    values and default from the option's declaration (:data:`walcdc.options.READ_OPTIONS`)."""
+    option = READ_OPTIONS[name]
+    return click.option(
+        "--" + name.replace("_", "-"),
+        type=click.Choice(option.choices),
+        default=option.default,
+        show_default=True,
+        help=help,
+    )
+
+
+_on_encrypted = _read_choice(
+    "on_encrypted", "At TDE-encrypted pages: fail, or skip them (the skipped pages are reported)."
 )
 _progress = click.option(
     "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
@@ -324,47 +333,32 @@ _users_option = click.option(
 _stream_options = _options(
     _tables_option,
     _exclude_tables_option,
-    click.option(
-        "--include-ddl",
-        type=click.Choice(DDL_SCOPES),
-        default=DDL_SCOPES[0],
-        show_default=True,
-        help="With --tables: DDL of those tables only, or also DDL that belongs to no table.",
+    _read_choice(
+        "include_ddl",
+        "With --tables: DDL of those tables only, or also DDL that belongs to no table.",
     ),
     _users_option,
     click.option(
         "--ops",
         multiple=True,
-        help="Only these operations: insert, update, delete, ddl (commit, abort, timer markers).",
+        help=f"Only these operations: {', '.join(OPS[:4])} ({', '.join(OPS[4:])} markers).",
     ),
     _window,
-    click.option(
-        "--mode",
-        type=click.Choice(MODES),
-        default="full",
-        show_default=True,
-        help="Which row images to keep.",
-    ),
-    click.option(
-        "--keys",
-        type=click.Choice(KEYS),
-        default=KEYS[0],
-        show_default=True,
-        help="Keys of before/after: column names when the change happened, at the end of the "
-        "log, or attribute ids.",
+    _read_choice("mode", "Which row images to keep."),
+    _read_choice(
+        "keys",
+        "Keys of before/after: column names when the change happened, at the end of the log, "
+        "or attribute ids.",
     ),
     click.option(
         "--envelope", type=click.Choice(ENVELOPES), help="Write Debezium-shaped change events."
     ),
     click.option("--schema", "schema_file", type=click.Path(dir_okay=False), help="Schema file."),
     click.option("--no-redact", is_flag=True, help="Keep passwords in DDL statements."),
-    click.option(
-        "--on-partial",
-        type=click.Choice(["skip", "emit"]),
-        default="skip",
-        show_default=True,
-        help="A transaction begun before the oldest volume (an older archive is gone): leave "
-        "it out, or emit the events the log still holds, marked partial.",
+    _read_choice(
+        "on_partial",
+        "A transaction begun before the oldest volume (an older archive is gone): leave it "
+        "out, or emit the events the log still holds, marked partial.",
     ),
 )
 
@@ -668,12 +662,8 @@ def schema(paths, sample, show_all, as_json, storage_options) -> None:
     help="Typed Parquet by table: OUTPUT is a directory that gets one dataset per table (typed "
     "before/after columns); every part of a table has every column the table has had.",
 )
-@click.option(
-    "--on-error",
-    type=click.Choice(["raise", "skip"]),
-    default="raise",
-    show_default=True,
-    help="A row whose images cannot be rebuilt: fail, or keep the event with the reason.",
+@_read_choice(
+    "on_error", "A row whose images cannot be rebuilt: fail, or keep the event with the reason."
 )
 @_on_encrypted
 @_storage_option

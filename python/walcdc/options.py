@@ -19,12 +19,18 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import json
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
+from walcdc import _native
 from walcdc import lsa as L
 from walcdc.errors import argument_error
 
 __all__ = [
+    "ReadOption",
+    "READ_OPTIONS",
+    "OPTION_DEFAULTS",
     "OPS",
     "MODES",
     "KEYS",
@@ -37,14 +43,104 @@ __all__ = [
     "TableIndex",
 ]
 
+
+@dataclass(frozen=True)
+class ReadOption:
+    """A read option of a change stream, as the Rust core declares it
+    (``walcdc_core::cdc::options``: the one list every API, Spark and the CLI take theirs from).
+    """
+
+    name: str
+    #: The type of its value once resolved: ``bool``, ``int``, ``choice``, ``list``, ...
+    kind: str
+    #: What is done to a value before the reader gets it: ``value`` (nothing), ``position``
+    #: (a time to an LSA), ``tables`` (names to class OIDs), ``users``, ``ops``, ``schema``
+    #: (a file loaded), ``cursor`` (a saved cursor loaded).
+    resolve: str
+    default: Any
+    #: The names a choice (or each item of a list) takes.
+    choices: Tuple[str, ...]
+    doc: str
+
+
+#: Every read option, by name, in the order shown to users.
+READ_OPTIONS: Dict[str, ReadOption] = {
+    o["name"]: ReadOption(
+        o["name"], o["kind"], o["resolve"], json.loads(o["default"]), tuple(o["choices"]), o["doc"]
+    )
+    for o in _native.read_options()
+}
+#: The defaults of the read options.
+OPTION_DEFAULTS: Dict[str, Any] = {name: o.default for name, o in READ_OPTIONS.items()}
+
+
+def read_options_of(function: str, given: Dict[str, Any]) -> Dict[str, Any]:
+    """Every read option: those in ``given``, the others at their defaults. A name that is not
+    a read option is a ``TypeError``, as Python gives for an unknown keyword argument."""
+    unknown = sorted(set(given) - set(READ_OPTIONS))
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], READ_OPTIONS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}{hint}")
+    return {**OPTION_DEFAULTS, **given}
+
+
+def with_read_options(*without: str):
+    """A decorator that shows the read options (but ``without``) in the signature and the
+    docstring of a function taking them as ``**options``: ``help()``, editors and the docs
+    list them from the one declaration."""
+    import inspect
+
+    def show(fn):
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        taken = {p.name for p in params} | set(without)
+        first_keyword = next(
+            (i for i, p in enumerate(params) if p.kind is p.KEYWORD_ONLY), len(params)
+        )
+        read = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=o.default)
+            for name, o in READ_OPTIONS.items()
+            if name not in taken
+        ]
+        params[first_keyword:first_keyword] = read
+        fn.__signature__ = sig.replace(parameters=params)
+        listed = options_help("    ", skip=taken)
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\n    Read options:\n\n" + listed
+        return fn
+
+    return show
+
+
+def options_help(indent: str = "", skip: Iterable[str] = ()) -> str:
+    """The read options as a list: name, default, choices, what it does."""
+    lines = []
+    for name, o in READ_OPTIONS.items():
+        if name in skip:
+            continue
+        values = f" ({' | '.join(o.choices)})" if o.choices else ""
+        lines.append(f"{indent}- ``{name}={o.default!r}``{values}: {o.doc}")
+    return "\n".join(lines) + "\n"
+
+
+def options_table() -> str:
+    """The read options as a Markdown table (the README's, checked by the tests)."""
+    rows = ["| option | default | values | what it does |", "|---|---|---|---|"]
+    for name, o in READ_OPTIONS.items():
+        values = ", ".join(f"`{c}`" for c in o.choices)
+        doc = o.doc.replace("*", "\\*")
+        rows.append(f"| `{name}` | `{o.default!r}` | {values} | {doc} |")
+    return "\n".join(rows) + "\n"
+
+
 #: Operation names of the ``op`` column.
-OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
+OPS = READ_OPTIONS["ops"].choices
 #: Which row images a stream builds (``mode``).
-MODES = ("id", "before", "after", "full")
+MODES = READ_OPTIONS["mode"].choices
 #: Keys of the row JSON: names in force at the change, names at the end of the log, or ids.
-KEYS = ("name_then", "name_now", "id")
+KEYS = READ_OPTIONS["keys"].choices
 #: Which DDL a table filter keeps.
-DDL_SCOPES = ("matching", "all")
+DDL_SCOPES = READ_OPTIONS["include_ddl"].choices
 
 
 def choice(argument: str, value: Any, allowed: Sequence[str]) -> str:

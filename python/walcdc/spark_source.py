@@ -36,8 +36,8 @@ the offsets it had logged, and the sink commits each micro-batch once. The rows 
 those of :func:`walcdc.read_changes` (the Spark schema from the one mapping in
 :mod:`walcdc.spark`).
 
-Options (both): ``tables``, ``exclude_tables``, ``users``, ``ops`` (comma-separated), ``mode``
-(``full`` by default), ``decode`` (``true``), ``keys``, ``on_partial`` (``skip``),
+Options (both): the read options of :func:`walcdc.read_changes` as strings
+(:data:`walcdc.options.READ_OPTIONS`: lists comma-separated, ``true`` / ``false``), and
 ``split_bytes``. Batch only: ``committed_only``, ``start``, ``end``, ``cursor`` (JSON),
 ``on_encrypted``, ``plan``. The log
 directory is the path given to ``load``; every executor must read it at that path. It may be a
@@ -57,7 +57,8 @@ from walcdc.spark.plan import range_plan_here
 
 __all__ = ["WalcdcDataSource", "register"]
 
-_LIST_OPTIONS = ("tables", "exclude_tables", "users", "ops")
+#: Read options the plan sets for every range (from the source's own options).
+_PLANNED = ("start", "end", "cursor", "committed_only", "on_encrypted")
 
 
 def _storage_options(options: Dict[str, str]) -> Dict[str, str]:
@@ -66,17 +67,27 @@ def _storage_options(options: Dict[str, str]) -> Dict[str, str]:
 
 
 def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
+    """The read options among a source's options (strings), as their declared kinds: what
+    every range reads with (those the plan sets are left to it)."""
+    from walcdc.options import READ_OPTIONS
+
     out: Dict[str, Any] = {}
-    for k in _LIST_OPTIONS:
-        if options.get(k):
-            out[k] = options[k]
-    if options.get("mode"):
-        out["mode"] = options["mode"]
-    if options.get("keys"):
-        out["keys"] = options["keys"]
-    if options.get("on_partial"):
-        out["on_partial"] = options["on_partial"]
-    out["decode"] = options.get("decode", "true").lower() != "false"
+    for name, option in READ_OPTIONS.items():
+        text = options.get(name)
+        if name in _PLANNED or text is None or text == "":
+            continue
+        if option.kind == "bool":
+            if text.lower() not in ("true", "false"):
+                raise InvalidArgumentError(f"option {name} must be true or false, not {text!r}")
+            out[name] = text.lower() == "true"
+        elif option.kind == "int":
+            try:
+                out[name] = int(text)
+            except ValueError:
+                why = f"option {name} must be an integer, not {text!r}"
+                raise InvalidArgumentError(why) from None
+        else:
+            out[name] = text
     return out
 
 
@@ -304,11 +315,11 @@ def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
     import base64
 
     import walcdc._native as native
-    from walcdc.changes import OPTION_DEFAULTS, _native_options
+    from walcdc.changes import _native_options
     from walcdc.spark.types import cast_batch
 
     plan, spec = partition.plan, partition.spec
-    options = {**OPTION_DEFAULTS, **partition.options}
+    options = dict(partition.options)
     options.update(
         start=plan["start"],
         end=None,

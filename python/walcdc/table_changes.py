@@ -10,7 +10,6 @@ from typing import Any, Dict, List
 import pyarrow as pa
 
 from walcdc.changes import (
-    OPTION_DEFAULTS,
     ChangeStream,
     Cursor,
     TableChangeStream,
@@ -19,7 +18,7 @@ from walcdc.changes import (
 )
 from walcdc.errors import argument_error
 from walcdc.logset import LogSet, as_log
-from walcdc.options import TableIndex
+from walcdc.options import TableIndex, read_options_of, with_read_options
 
 __all__ = ["read_table_changes", "read_changes_by_table", "table_schema"]
 
@@ -52,6 +51,7 @@ def _table_columns(log: LogSet, table, kwargs: Dict[str, Any]):
     return class_oid, sorted(current["columns"], key=lambda c: c["def_order"])
 
 
+@with_read_options("tables", "exclude_tables", "keys")
 def read_table_changes(
     source, table, *, batch_size: int = 65536, state=None, storage_options=None, **kwargs
 ) -> ChangeStream:
@@ -76,15 +76,14 @@ def read_table_changes(
     """
     log = as_log(source, storage_options)
     class_oid, columns = _table_columns(log, table, kwargs)
-    unknown = set(kwargs) - set(OPTION_DEFAULTS)
-    if unknown:
-        raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")
-    options = {**OPTION_DEFAULTS, **kwargs, "tables": [class_oid], "keys": "id"}
+    options = read_options_of("read_table_changes", kwargs)
+    options.update(tables=[class_oid], keys="id")
     return _open_stream(
         log, options, batch_size=batch_size, state=state, columns=columns, check_users=True
     )
 
 
+@with_read_options("committed_only", "keys")
 def read_changes_by_table(
     source, *, batch_size: int = 65536, storage_options=None, **kwargs
 ) -> TableChangeStream:
@@ -106,10 +105,7 @@ def read_changes_by_table(
         if arg in kwargs and (arg != "committed_only" or not kwargs[arg]):
             why = "typed output by table reads the committed stream: {} does not apply"
             raise argument_error(arg, why)
-    unknown = set(kwargs) - set(OPTION_DEFAULTS)
-    if unknown:
-        raise TypeError(f"read_changes_by_table() got unexpected arguments {sorted(unknown)}")
-    options = {**OPTION_DEFAULTS, **kwargs, "keys": "id"}
+    options = {**read_options_of("read_changes_by_table", kwargs), "keys": "id"}
     stream = _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
     stream.info.update(_run_identity(options))
     stream.representations = _representations(log, options)

@@ -189,7 +189,7 @@ def _open_target(kind: str, storage_options, catalog) -> Callable[[str, int], An
 
 def _run(source, root, open_target, commit_every, options, result, on_round) -> None:
     """One pass: from the saved cursor to the end of the log as it is now."""
-    from walcdc.changes import OPTION_DEFAULTS, _open_stream
+    from walcdc.changes import _open_stream
     from walcdc.logset import LogSet, open_log
     from walcdc.mirrors.reduce import reduce_changes
 
@@ -218,7 +218,7 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
         if last is not None and (end is None or end >= last):
             end = last
         read = {k: v for k, v in options.items() if k not in ("start", "end")}
-        chosen = {**OPTION_DEFAULTS, **read, "keys": "id", "end": end}
+        chosen = {**read, "keys": "id", "end": end}
         if cursor is not None:
             chosen["cursor"] = cursor
         else:

@@ -28,8 +28,8 @@ from typing import Union
 
 import pyarrow as pa
 
-from walcdc.changes import OPTION_DEFAULTS
 from walcdc.logset import LogSet, as_log
+from walcdc.options import read_options_of, with_read_options
 from walcdc.spark import tasks
 from walcdc.spark.facts import check_supplemental_logging, cursors_at, facts_and_plan, facts_run
 from walcdc.spark.plan import (
@@ -89,30 +89,9 @@ def read_records(
     return ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(read, schema)
 
 
+@with_read_options()
 def read_changes(
-    spark,
-    source,
-    *,
-    start=None,
-    end=None,
-    tables=None,
-    exclude_tables=None,
-    users=None,
-    ops=None,
-    include_trigger: bool = True,
-    include_ddl: str = "matching",
-    committed_only: bool = True,
-    mode: str = "full",
-    keys: str = "name_then",
-    schema=None,
-    on_error: str = "raise",
-    on_encrypted: str = "raise",
-    on_partial: str = "skip",
-    decode: bool = True,
-    redact: bool = True,
-    cursor=None,
-    split_bytes: int = DEFAULT_SPLIT_BYTES,
-    storage_options=None,
+    spark, source, *, split_bytes: int = DEFAULT_SPLIT_BYTES, storage_options=None, **options
 ):
     """The change events of :func:`walcdc.read_changes`, read in parallel: a Spark DataFrame
     with the same rows and columns (types by :func:`spark_schema`). Options mean what they mean
@@ -138,27 +117,7 @@ def read_changes(
     """
 
     log = as_log(source, storage_options)
-    kwargs, skip, seed = checked_options(
-        log,
-        start=start,
-        end=end,
-        tables=tables,
-        exclude_tables=exclude_tables,
-        users=users,
-        ops=ops,
-        include_trigger=include_trigger,
-        include_ddl=include_ddl,
-        committed_only=committed_only,
-        mode=mode,
-        keys=keys,
-        schema=schema,
-        cursor=cursor,
-        on_error=on_error,
-        on_encrypted=on_encrypted,
-        on_partial=on_partial,
-        decode=decode,
-        redact=redact,
-    )
+    kwargs, skip, seed = checked_options(log, **read_options_of("read_changes", options))
     return _changes_frame(spark, log, kwargs, skip, seed, split_bytes)
 
 
@@ -285,6 +244,7 @@ def _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_b
     check_supplemental_logging(log, facts, plan.windowed, kwargs["start"], kwargs["end"])
 
 
+@with_read_options("tables", "exclude_tables", "keys")
 def read_table_changes(spark, source, table, **kwargs):
     """Changes of one table with typed ``before`` / ``after`` structs, as
     :func:`walcdc.read_table_changes` gives them, read in parallel (same rows, same columns).
@@ -296,13 +256,11 @@ def read_table_changes(spark, source, table, **kwargs):
     cursor = kwargs.pop("cursor", None)
     log = as_log(source, kwargs.pop("storage_options", None))
     class_oid, columns = _table_columns(log, table, {**kwargs, "cursor": cursor})
-    fixed = ("tables", "exclude_tables", "keys", "cursor", "memory_limit")
-    options = {k: v for k, v in OPTION_DEFAULTS.items() if k not in fixed}
-    unknown = set(kwargs) - set(options)
+    fixed = ("tables", "exclude_tables", "keys", "cursor")
+    unknown = set(kwargs) & set(fixed)
     if unknown:
         raise TypeError(f"read_table_changes() got unexpected arguments {sorted(unknown)}")
-    options.update(kwargs)
-    checked, skip, seed = checked_options(
-        log, tables=[class_oid], exclude_tables=None, keys="id", cursor=cursor, **options
-    )
+    options = read_options_of("read_table_changes", kwargs)
+    options.update(tables=[class_oid], exclude_tables=None, keys="id", cursor=cursor)
+    checked, skip, seed = checked_options(log, **options)
     return _changes_frame(spark, log, checked, skip, seed, split_bytes, typed=columns)

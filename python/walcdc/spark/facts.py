@@ -12,7 +12,6 @@ from typing import Any, Iterator, List, Sequence, Tuple
 import pyarrow as pa
 
 from walcdc import _native
-from walcdc.changes import OPTION_DEFAULTS
 from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, Volumes, as_log
 from walcdc.spark import tasks
@@ -221,9 +220,7 @@ def facts_run(spark, source, storage_options=None, **options):
     """A run that only needs the log's facts (cursors, plans): the log, and the checked
     options of :func:`checked_options` (``kwargs``, ``skip``, ``seed``)."""
     log = as_log(source, storage_options)
-    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    checked.update(options, decode=False)
-    kwargs, skip, seed = checked_options(log, **checked)
+    kwargs, skip, seed = checked_options(log, **{**options, "decode": False})
     use_driver_python(spark)
     return log, kwargs, skip, seed
 

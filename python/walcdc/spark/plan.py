@@ -143,7 +143,7 @@ def ranges_frame(spark, ranges, log_bytes: int, parts: Optional[int] = None):
         return spark.createDataFrame(rows, schema)
 
 
-def checked_options(log: LogSet, *, cursor, **options):
+def checked_options(log: LogSet, **options):
     """The keyword arguments of the native ``change_options`` (what tasks rebuild them from),
     checked once on the driver; ``skip``: a cursor becomes the start, and what the earlier
     run emitted (``(last_commit_lsa, txn_offset, position)``); ``seed``: the cursor's catalog
@@ -151,7 +151,7 @@ def checked_options(log: LogSet, *, cursor, **options):
     import walcdc._native as native
     from walcdc.changes import _native_options
 
-    kwargs = _native_options(log, cursor=cursor, memory_limit=256 << 20, **options)
+    kwargs = _native_options(log, **options)
     if kwargs["on_partial"] != "skip":
         raise argument_error(
             "on_partial",
@@ -423,10 +423,8 @@ def range_plan_here(
     """:func:`range_plan` with its catalog read in this process (each range reduced, then
     joined), where there is no Spark session (a data source's planner, a streaming
     micro-batch); ``whole``: the catalog to the end of the log (else to ``end``)."""
-    from walcdc.changes import OPTION_DEFAULTS
-
-    checked = {k: v for k, v in OPTION_DEFAULTS.items() if k != "memory_limit"}
-    checked.update(
+    kwargs, skip, seed = checked_options(
+        log,
         start=start,
         end=end,
         cursor=cursor,
@@ -434,7 +432,6 @@ def range_plan_here(
         on_encrypted=on_encrypted,
         decode=False,
     )
-    kwargs, skip, seed = checked_options(log, **checked)
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
     versions, supplemental, left = catalog_of(
         log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs)

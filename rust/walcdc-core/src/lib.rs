@@ -12,6 +12,7 @@
 
 pub mod arrow;
 pub mod cdc;
+pub mod choice;
 pub mod error;
 pub mod format;
 #[cfg(any(test, feature = "fuzzing"))]

@@ -8,11 +8,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use walcdc_core::catalog::{Catalog, KeyMode, UserColumn};
-use walcdc_core::changes::{ChangeStats, Cursor, Op, Pending};
+use walcdc_core::cdc::options::{UserSchema, READ_OPTIONS};
+use walcdc_core::changes::{ChangeOptions, ChangeStats, Cursor, DdlScope, ImageMode, OnError, OnPartial, Op, Pending};
+use walcdc_core::choice::Choice;
 use walcdc_core::schema::{Attribute, ClassSchema, Domain};
 use walcdc_core::supplemental::Oid;
 use walcdc_core::typed_arrow::TableColumn;
-use walcdc_core::walker::{EndOfLog, SkippedRange};
+use walcdc_core::walker::{EndOfLog, OnEncrypted, SkippedRange};
 use walcdc_core::writer::WrittenLog;
 use walcdc_core::{LogError, LogSet, Lsa, Record};
 
@@ -108,17 +110,126 @@ pub(crate) fn parse_option<T: FromStr<Err = LogError>>(py: Python<'_>, s: &str) 
     s.parse().map_err(|e| to_py(py, e))
 }
 
-/// The `keys` option (`"name_then"`, `"name_now"` or `"id"`).
-pub(crate) fn parse_keys(py: Python<'_>, s: &str) -> PyResult<KeyMode> {
-    s.parse().map_err(|msg| to_py(py, LogError::InvalidArgument { msg }))
-}
-
 /// The `ops` option: operation names, None for all.
 pub(crate) fn parse_ops(py: Python<'_>, ops: Option<Vec<String>>) -> PyResult<Option<HashSet<Op>>> {
     match ops {
         Some(list) => Ok(Some(list.iter().map(|o| Op::parse(o)).collect::<Result<_, _>>().map_err(|e| to_py(py, e))?)),
         None => Ok(None),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read options (declared once in the core: walcdc_core::cdc::options)
+
+/// A read option's value from Python, by the Rust type the declaration gives it.
+trait Arg: Sized {
+    fn from_py(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self>;
+}
+
+macro_rules! extracted {
+    ($($ty:ty),*) => {$(
+        impl Arg for $ty {
+            fn from_py(_py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                v.extract()
+            }
+        }
+    )*};
+}
+extracted!(bool, usize, u64, String);
+
+macro_rules! by_name {
+    ($($ty:ty),*) => {$(
+        impl Arg for $ty {
+            fn from_py(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                <$ty as Choice>::parse(&v.extract::<String>()?).map_err(|e| to_py(py, e))
+            }
+        }
+    )*};
+}
+by_name!(ImageMode, KeyMode, DdlScope, OnError, OnPartial, OnEncrypted);
+
+impl Arg for Op {
+    fn from_py(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Op::parse(&v.extract::<String>()?).map_err(|e| to_py(py, e))
+    }
+}
+
+impl Arg for Cursor {
+    fn from_py(_py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(v.extract::<CursorArg>()?.into())
+    }
+}
+
+impl Arg for UserSchema {
+    fn from_py(_py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(user_table(v.extract::<UserTable>()?))
+    }
+}
+
+impl<T: Arg> Arg for Option<T> {
+    fn from_py(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        T::from_py(py, v).map(Some)
+    }
+}
+
+impl<T: Arg> Arg for Vec<T> {
+    fn from_py(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+        v.try_iter()?.map(|item| T::from_py(py, &item?)).collect()
+    }
+}
+
+macro_rules! from_python {
+    ($( $(#[doc = $doc:literal])* $name:ident : $ty:ty = $default:expr, $resolve:ident => |$o:ident, $v:ident| $set:expr ;)*) => {
+        /// Sets the read options in `given` (keyword arguments, resolved: class OIDs, LSA keys,
+        /// a cursor tuple, schema tables); a name that is not a read option is an error.
+        pub(crate) fn set_read_options(py: Python<'_>, o: &mut ChangeOptions, given: &Bound<'_, PyDict>) -> PyResult<()> {
+            for (key, value) in given.iter() {
+                let key: String = key.extract()?;
+                match key.as_str() {
+                    $(stringify!($name) => {
+                        let $v = <$ty as Arg>::from_py(py, &value).map_err(|e| in_option(py, stringify!($name), e))?;
+                        let $o = &mut *o;
+                        $set;
+                    })*
+                    other => {
+                        let msg = format!("{other:?} is not a read option");
+                        return Err(to_py(py, LogError::InvalidArgument { msg }));
+                    }
+                }
+            }
+            Ok(())
+        }
+    };
+}
+walcdc_core::for_each_read_option!(from_python);
+
+/// A bad value's error, naming its option (type errors only: the core's own errors name it).
+fn in_option(py: Python<'_>, name: &str, e: PyErr) -> PyErr {
+    if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) {
+        pyo3::exceptions::PyTypeError::new_err(format!("read option {name}: {}", e.value(py)))
+    } else {
+        e
+    }
+}
+
+/// Every read option: `[{name, kind, resolve, default, choices, doc}]`, defaults as JSON text,
+/// each doc one line.
+pub(crate) fn read_options_list<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for o in READ_OPTIONS {
+        let d = PyDict::new(py);
+        d.set_item("name", o.name)?;
+        d.set_item("kind", o.kind)?;
+        d.set_item("resolve", o.resolve.as_str())?;
+        d.set_item("default", (o.default)().to_string())?;
+        d.set_item("choices", (o.choices)())?;
+        d.set_item("doc", o.doc.lines().map(str::trim).collect::<Vec<_>>().join(" "))?;
+        out.append(d)?;
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 //! Module-level functions: the core's tables (types, character sets, record types, recovery
-//! indexes), OID packing and statement redaction.
+//! indexes, read options), OID packing and statement redaction.
 
 use pyo3::prelude::*;
 
@@ -25,6 +25,13 @@ pub(crate) fn fact_kinds() -> Vec<(i8, &'static str)> {
     let mut kinds: Vec<(i8, &'static str)> = FactKind::ALL.iter().map(|&(k, n)| (k as i8, n)).collect();
     kinds.push((walcdc_core::arrow::parallel_arrow::COUNTS_KIND, "counts"));
     kinds
+}
+
+/// The read options of a change stream (one declaration in the core):
+/// `[{name, kind, resolve, default, choices, doc}]`, each default as JSON text.
+#[pyfunction]
+pub(crate) fn read_options(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyList>> {
+    crate::conversion::read_options_list(py)
 }
 
 /// The supplemental record types, by number.

@@ -45,6 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::db_types, m)?)?;
     m.add_function(wrap_pyfunction!(functions::codesets, m)?)?;
     m.add_function(wrap_pyfunction!(functions::record_types, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::read_options, m)?)?;
     m.add_function(wrap_pyfunction!(functions::fact_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(functions::rcv_indexes, m)?)?;
     m.add_function(wrap_pyfunction!(functions::supplement_types, m)?)?;

@@ -16,8 +16,8 @@ use walcdc_core::walker::find_end_from;
 use walcdc_core::{LogSet, Lsa, OnEncrypted, Walker};
 
 use crate::conversion::{
-    class_dict, end_dict, header_dict, key_to_lsa, parse_keys, parse_ops, parse_option, record_dict, table_columns,
-    user_table, CursorArg, UserTable,
+    class_dict, end_dict, header_dict, key_to_lsa, parse_ops, parse_option, record_dict, set_read_options,
+    table_columns,
 };
 use crate::error::to_py;
 use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
@@ -118,72 +118,31 @@ impl PyLogSet {
         end_dict(py, &end)
     }
 
-    /// The options of a change stream (see `walcdc.read_changes`), checked once.
-    #[pyo3(signature = (start=None, end=None, committed_only=true, mode="full", tables=None, exclude_tables=None,
-        users=None, ops=None, include_trigger=true, cursor=None, memory_limit=256<<20, on_error="raise",
-        on_encrypted="raise", decode=true, user_schemas=None, keys="name_then", include_ddl="matching", redact=true,
-        follow=false, checkpoint=None, checkpoint_every=64<<20, narrow_tables=None, narrow_ops=None,
-        on_partial="skip"))]
+    /// The options of a change stream, checked once: the read options by name (declared in
+    /// `walcdc_core::cdc::options`, values resolved by `walcdc.changes._native_options`), and
+    /// what the Python layer adds (following, cursors' catalog checkpoints, pushed filters).
+    #[pyo3(signature = (follow=false, checkpoint=None, checkpoint_every=64<<20, narrow_tables=None, narrow_ops=None, **options))]
     #[allow(clippy::too_many_arguments)]
     fn change_options(
         &self,
         py: Python<'_>,
-        start: Option<u64>,
-        end: Option<u64>,
-        committed_only: bool,
-        mode: &str,
-        tables: Option<Vec<u64>>,
-        exclude_tables: Option<Vec<u64>>,
-        users: Option<Vec<String>>,
-        ops: Option<Vec<String>>,
-        include_trigger: bool,
-        cursor: Option<CursorArg>,
-        memory_limit: usize,
-        on_error: &str,
-        on_encrypted: &str,
-        decode: bool,
-        user_schemas: Option<Vec<UserTable>>,
-        keys: &str,
-        include_ddl: &str,
-        redact: bool,
         follow: bool,
         checkpoint: Option<&[u8]>,
         checkpoint_every: u64,
         narrow_tables: Option<Vec<u64>>,
         narrow_ops: Option<Vec<String>>,
-        on_partial: &str,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyChangeOptions> {
-        let ops = parse_ops(py, ops)?;
-        let narrow =
-            Narrowing { tables: narrow_tables.map(|t| t.into_iter().collect()), ops: parse_ops(py, narrow_ops)? };
-        let checkpoint =
+        let mut inner = ChangeOptions::default();
+        if let Some(options) = options {
+            set_read_options(py, &mut inner, options)?;
+        }
+        inner.follow = follow;
+        inner.checkpoint =
             checkpoint.map(|b| CatalogCheckpoint::from_bytes(b).map(Arc::new)).transpose().map_err(|e| to_py(py, e))?;
-        let inner = ChangeOptions {
-            start: key_to_lsa(start),
-            end: key_to_lsa(end),
-            committed_only,
-            mode: parse_option(py, mode)?,
-            tables: tables.map(|t| t.into_iter().collect()),
-            exclude_tables: exclude_tables.unwrap_or_default().into_iter().collect(),
-            users,
-            ops,
-            include_trigger,
-            cursor: cursor.map(Into::into),
-            memory_limit,
-            on_error: parse_option(py, on_error)?,
-            on_encrypted: parse_option(py, on_encrypted)?,
-            on_partial: parse_option(py, on_partial)?,
-            decode,
-            user_schemas: user_schemas.unwrap_or_default().into_iter().map(user_table).collect(),
-            keys: parse_keys(py, keys)?,
-            include_ddl: parse_option(py, include_ddl)?,
-            redact,
-            values: false,
-            follow,
-            checkpoint,
-            checkpoint_every,
-            narrow,
-        };
+        inner.checkpoint_every = checkpoint_every;
+        inner.narrow =
+            Narrowing { tables: narrow_tables.map(|t| t.into_iter().collect()), ops: parse_ops(py, narrow_ops)? };
         Ok(PyChangeOptions { inner })
     }
 

@@ -348,17 +348,7 @@ pub enum KeyMode {
     Id,
 }
 
-impl std::str::FromStr for KeyMode {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<KeyMode, String> {
-        match s {
-            "name_then" => Ok(KeyMode::NameThen),
-            "name_now" => Ok(KeyMode::NameNow),
-            "id" => Ok(KeyMode::Id),
-            _ => Err(format!("keys must be \"name_then\", \"name_now\" or \"id\", not {s:?}")),
-        }
-    }
-}
+crate::choices!(KeyMode, "keys", { "name_then" => KeyMode::NameThen, "name_now" => KeyMode::NameNow, "id" => KeyMode::Id });
 
 /// Classes known to a stream.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]

@@ -76,20 +76,12 @@ impl ImageMode {
     }
 }
 
-impl std::str::FromStr for ImageMode {
-    type Err = LogError;
-    fn from_str(s: &str) -> Result<ImageMode> {
-        match s {
-            "id" => Ok(ImageMode::Id),
-            "before" => Ok(ImageMode::Before),
-            "after" => Ok(ImageMode::After),
-            "full" => Ok(ImageMode::Full),
-            _ => Err(LogError::InvalidArgument {
-                msg: format!("the image mode must be \"id\", \"before\", \"after\" or \"full\", not {s:?}"),
-            }),
-        }
-    }
-}
+crate::choices!(ImageMode, "mode", {
+    "id" => ImageMode::Id,
+    "before" => ImageMode::Before,
+    "after" => ImageMode::After,
+    "full" => ImageMode::Full,
+});
 
 /// One change event.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -278,18 +270,7 @@ pub enum OnError {
     Skip,
 }
 
-impl std::str::FromStr for OnError {
-    type Err = LogError;
-    fn from_str(s: &str) -> Result<OnError> {
-        match s {
-            "raise" => Ok(OnError::Raise),
-            "skip" => Ok(OnError::Skip),
-            _ => Err(LogError::InvalidArgument {
-                msg: format!("the error policy must be \"raise\" or \"skip\", not {s:?}"),
-            }),
-        }
-    }
-}
+crate::choices!(OnError, "on_error", { "raise" => OnError::Raise, "skip" => OnError::Skip });
 
 /// What becomes of a transaction whose first record lies before the log set's oldest volume
 /// (an older archive was deleted): its events there are lost, so it is never passed off as
@@ -303,18 +284,7 @@ pub enum OnPartial {
     Emit,
 }
 
-impl std::str::FromStr for OnPartial {
-    type Err = LogError;
-    fn from_str(s: &str) -> Result<OnPartial> {
-        match s {
-            "skip" => Ok(OnPartial::Skip),
-            "emit" => Ok(OnPartial::Emit),
-            _ => Err(LogError::InvalidArgument {
-                msg: format!("the partial-transaction policy must be \"skip\" or \"emit\", not {s:?}"),
-            }),
-        }
-    }
-}
+crate::choices!(OnPartial, "on_partial", { "skip" => OnPartial::Skip, "emit" => OnPartial::Emit });
 
 /// Which DDL events a table filter keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -327,18 +297,7 @@ pub enum DdlScope {
     All,
 }
 
-impl std::str::FromStr for DdlScope {
-    type Err = LogError;
-    fn from_str(s: &str) -> Result<DdlScope> {
-        match s {
-            "matching" => Ok(DdlScope::Matching),
-            "all" => Ok(DdlScope::All),
-            _ => Err(LogError::InvalidArgument {
-                msg: format!("the DDL scope must be \"matching\" or \"all\", not {s:?}"),
-            }),
-        }
-    }
-}
+crate::choices!(DdlScope, "include_ddl", { "matching" => DdlScope::Matching, "all" => DdlScope::All });
 
 /// What `read_changes` reads and how.
 #[derive(Clone, Debug)]
@@ -463,37 +422,6 @@ impl ChangeOptions {
             (None, _) => true,
             (Some(list), Some(u)) => list.iter().any(|x| x.eq_ignore_ascii_case(u)),
             (Some(_), None) => false,
-        }
-    }
-}
-
-impl Default for ChangeOptions {
-    fn default() -> Self {
-        ChangeOptions {
-            start: None,
-            end: None,
-            committed_only: true,
-            mode: ImageMode::Full,
-            tables: None,
-            exclude_tables: HashSet::new(),
-            users: None,
-            ops: None,
-            include_trigger: true,
-            cursor: None,
-            memory_limit: 256 << 20,
-            on_error: OnError::Raise,
-            on_encrypted: OnEncrypted::Raise,
-            on_partial: OnPartial::Skip,
-            decode: true,
-            keys: KeyMode::NameThen,
-            values: false,
-            include_ddl: DdlScope::Matching,
-            redact: true,
-            user_schemas: Vec::new(),
-            follow: false,
-            checkpoint: None,
-            checkpoint_every: 64 << 20,
-            narrow: Narrowing::default(),
         }
     }
 }

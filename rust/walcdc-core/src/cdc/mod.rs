@@ -9,6 +9,7 @@ pub mod chase;
 pub mod event;
 pub mod extract;
 pub mod framed;
+pub mod options;
 pub mod parallel;
 pub mod redact;
 pub mod spill;

@@ -21,18 +21,7 @@ pub enum OnEncrypted {
     Skip,
 }
 
-impl std::str::FromStr for OnEncrypted {
-    type Err = LogError;
-    fn from_str(s: &str) -> Result<OnEncrypted> {
-        match s {
-            "raise" => Ok(OnEncrypted::Raise),
-            "skip" => Ok(OnEncrypted::Skip),
-            _ => Err(LogError::InvalidArgument {
-                msg: format!("the encrypted-page policy must be \"raise\" or \"skip\", not {s:?}"),
-            }),
-        }
-    }
-}
+crate::choices!(OnEncrypted, "on_encrypted", { "raise" => OnEncrypted::Raise, "skip" => OnEncrypted::Skip });
 
 /// A run of encrypted pages the walk skipped.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
