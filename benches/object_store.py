@@ -8,13 +8,16 @@ process per case, from:
 
   local       the files (page cache warm: the ceiling)
   s3          the S3 server straight
-  s3+proxy    through a loopback proxy (the cost of the proxy alone)
-  s3+latency  through the proxy adding ``--latency-ms`` to every request (read-ahead at work)
+  s3+proxy    through a loopback TCP proxy (the cost of the proxy alone)
+  s3+latency  through the proxy holding every request ``--latency-ms`` before passing it on
+              (read-ahead at work)
+  http...     the same three from nginx on 127.0.0.1, the volumes as explicit URLs
 
 Cases: ``walk`` (``LogSet.records()``) and ``changes`` (``read_changes(decode=False)``). Each
-reports seconds, MB/s of log, the ratio to the local read, and what was fetched (requests,
-bytes as a multiple of the log's size). Written as a Markdown table to ``--out`` (default
-docs/bench/object-store.md) and printed.
+reports seconds (the fastest of ``--repeat`` runs), MB/s of log, the ratio to the local read,
+and what was fetched (requests, bytes as a multiple of the log's size). Written as a Markdown
+table between the ``<!-- table -->`` markers of ``--out`` (default docs/bench/object-store.md)
+and printed.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -74,6 +79,61 @@ class Nginx:
         self.proc.wait(timeout=10)
 
 
+class DelayProxy:
+    """A TCP proxy on loopback that holds what the client sends ``delay`` seconds before passing
+    it on, and moves the answers back with ``os.splice`` (kernel to kernel: the proxy costs
+    little CPU, so what it adds is the delay). HTTP/1.1 clients send one request at a time on a
+    connection, so every request waits ``delay``, as behind a link with that round trip."""
+
+    def __init__(self, upstream_port: int, delay: float = 0.0) -> None:
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.delay = delay
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return  # stopped
+            server = socket.create_connection(self.upstream)
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._up, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._down, args=(server, client), daemon=True).start()
+
+    def _up(self, client: socket.socket, server: socket.socket) -> None:
+        try:
+            while data := client.recv(65536):
+                if self.delay:
+                    time.sleep(self.delay)
+                server.sendall(data)
+        except OSError:
+            pass
+        finally:
+            server.close()
+
+    def _down(self, server: socket.socket, client: socket.socket) -> None:
+        r, w = os.pipe()
+        try:
+            while n := os.splice(server.fileno(), w, 1 << 20):
+                while n:
+                    n -= os.splice(r, client.fileno(), n)
+        except OSError:
+            pass
+        finally:
+            os.close(r)
+            os.close(w)
+            client.close()
+
+    def stop(self) -> None:
+        self.sock.close()
+
+
 def run_case(case: str, source: str, options: dict) -> dict:
     """In this process: one case, timed."""
     import walcdc
@@ -108,12 +168,27 @@ def in_process(case: str, source: str, options: dict) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def write_table(out: Path, table: str) -> None:
+    """Puts ``table`` between the ``<!-- table -->`` markers of ``out`` (the prose around it
+    stays), or writes it alone."""
+    text = out.read_text() if out.exists() else ""
+    begin, end = "<!-- table -->\n", "<!-- /table -->\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + begin + table + end + rest.split(end, 1)[1]
+    else:
+        text = table
+    out.write_text(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", default="1GB")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "walcdc-bench"))
     ap.add_argument("--latency-ms", type=float, default=20.0)
     ap.add_argument("--out", default=str(HERE.parent / "docs" / "bench" / "object-store.md"))
+    ap.add_argument("--repeat", type=int, default=2, help="runs per case; the fastest is kept")
+    ap.add_argument("--only", help="comma-separated sources to run (default: all); no file written")
     ap.add_argument("--case")
     ap.add_argument("--source")
     ap.add_argument("--options")
@@ -123,7 +198,7 @@ def main() -> None:
         return
 
     from harness import log_for
-    from s3server import FaultProxy, S3Server
+    from s3server import S3Server
     from workload import parse_size
 
     size = parse_size(args.size)
@@ -136,11 +211,11 @@ def main() -> None:
         for f in sorted(path.glob("*_lg*")):
             server.client.upload_file(str(f), "logs", f"bench/{f.name}")
         print(f"uploaded {log_bytes / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s", flush=True)
-        plain = FaultProxy(server.port)
-        slow = FaultProxy(server.port, delay=args.latency_ms / 1000)
+        plain = DelayProxy(server.port)
+        slow = DelayProxy(server.port, delay=args.latency_ms / 1000)
         web = Nginx(path)
-        http_plain = FaultProxy(web.port)
-        http_slow = FaultProxy(web.port, delay=args.latency_ms / 1000)
+        http_plain = DelayProxy(web.port)
+        http_slow = DelayProxy(web.port, delay=args.latency_ms / 1000)
         proxies = [plain, slow, web, http_plain, http_slow]
         names = sorted(f.name for f in path.glob("*_lg*"))
 
@@ -157,11 +232,17 @@ def main() -> None:
             "http+proxy": (http(http_plain.endpoint), {"allow_http": True}),
             f"http+{ms}": (http(http_slow.endpoint), {"allow_http": True}),
         }
+        if args.only:
+            keep = {"local", *args.only.split(",")}
+            sources = {k: v for k, v in sources.items() if k in keep}
         rows = []
         for case in CASES:
             local_seconds = None
             for name, (source, options) in sources.items():
-                r = in_process(case, source, options)
+                # The fastest of --repeat runs: a first run after a server starts pays its
+                # warm-up (nginx's first reads, the store's connections).
+                runs = [in_process(case, source, options) for _ in range(args.repeat)]
+                r = min(runs, key=lambda r: r["seconds"])
                 local_seconds = local_seconds or r["seconds"]
                 rows.append(
                     (
@@ -189,7 +270,8 @@ def main() -> None:
     for case, name, seconds, mbs, ratio, requests, fetched in rows:
         cells = [case, name, f"{seconds:.2f}", f"{mbs:.0f}", f"{ratio:.2f}", str(requests)]
         lines.append("| " + " | ".join(cells + [f"{fetched:.3f}"]) + " |")
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    if not args.only:
+        write_table(Path(args.out), "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

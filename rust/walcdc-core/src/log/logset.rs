@@ -544,10 +544,7 @@ impl LogSet {
         let mut counters = None;
         if !urls.is_empty() {
             let mut stores = Stores::new(options.clone())?;
-            let mut located = Vec::new();
-            for url in &urls {
-                located.extend(stores.locate(url, |name| name_role(name) != NameRole::Other)?);
-            }
+            let located = stores.locate(&urls, |name| name_role(name) != NameRole::Other)?;
             counters = Some(stores.counters.clone());
             for file in stores.open(located)? {
                 volumes.push(Volume::remote(file)?);

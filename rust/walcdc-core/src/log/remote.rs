@@ -13,17 +13,18 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::IoSlice;
 use std::ops::{Deref, Range};
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use memmap2::Mmap;
 use object_store::path::Path as StorePath;
-use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt, ObjectStoreScheme, RetryConfig};
 use tokio::sync::Semaphore;
 use url::Url;
 
@@ -38,6 +39,9 @@ const HEAD_BYTES: u64 = 32 << 10;
 /// Requests in flight at once: for one caller's fetch (the heads of many archives, the blocks
 /// of a long record), and for the read-ahead of a log set.
 const CONCURRENCY: usize = 16;
+
+/// Bytes of a response gathered before they are written to the cache file in one call.
+const WRITE_BATCH: u64 = 512 << 10;
 
 /// The URL schemes read from object storage (`file://` is a local path).
 const REMOTE_SCHEMES: [&str; 10] = ["s3", "s3a", "gs", "az", "adl", "azure", "abfs", "abfss", "http", "https"];
@@ -232,18 +236,38 @@ impl Stores {
         Ok((store, path))
     }
 
-    /// The log volumes a URL names: the object itself, or the volumes under it as a prefix
-    /// (`s3://bucket/logs/` or `s3://bucket/logs`), as a directory names the volumes it holds.
-    pub(crate) fn locate(&mut self, url_text: &str, is_volume_name: impl Fn(&str) -> bool) -> Result<Vec<Located>> {
-        let url = Url::parse(url_text)
-            .map_err(|e| LogError::InvalidArgument { msg: format!("{url_text}: not a URL: {e}") })?;
-        let (store, path) = self.store(&url)?;
-        let rt = self.rt.clone();
+    /// The log volumes the URLs name, in the order of the URLs: each names the object itself,
+    /// or the volumes under it as a prefix (`s3://bucket/logs/` or `s3://bucket/logs`), as a
+    /// directory names the volumes it holds. The URLs are looked up several at a time.
+    pub(crate) fn locate(&mut self, urls: &[String], is_volume_name: impl Fn(&str) -> bool) -> Result<Vec<Located>> {
+        let targets = urls
+            .iter()
+            .map(|text| {
+                let url = Url::parse(text)
+                    .map_err(|e| LogError::InvalidArgument { msg: format!("{text}: not a URL: {e}") })?;
+                let (store, path) = self.store(&url)?;
+                Ok((text.as_str(), store, path))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let this = &*self;
+        let lookups =
+            targets.into_iter().map(|(text, store, path)| this.locate_one(text, store, path, &is_volume_name));
+        let found = self.rt.block_on(stream::iter(lookups).buffered(CONCURRENCY).try_collect::<Vec<_>>())?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    async fn locate_one(
+        &self,
+        url_text: &str,
+        store: Arc<dyn ObjectStore>,
+        path: StorePath,
+        is_volume_name: &impl Fn(&str) -> bool,
+    ) -> Result<Vec<Located>> {
         let base = url_text.trim_end_matches('/');
         let name_of = |p: &StorePath| p.filename().unwrap_or_default().to_string();
         if !url_text.ends_with('/') {
             self.counters.requests.fetch_add(1, Ordering::Relaxed);
-            match rt.block_on(store.head(&path)) {
+            match store.head(&path).await {
                 Ok(meta) => {
                     let name = name_of(&meta.location);
                     return Ok(vec![Located { url: base.to_string(), name, len: meta.size, store, location: path }]);
@@ -254,8 +278,7 @@ impl Stores {
         }
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let prefix = if path.as_ref().is_empty() { None } else { Some(&path) };
-        let listing =
-            rt.block_on(store.list_with_delimiter(prefix)).map_err(|e| self.io_error(url_text, "listing", e))?;
+        let listing = store.list_with_delimiter(prefix).await.map_err(|e| self.io_error(url_text, "listing", e))?;
         let mut found: Vec<Located> = listing
             .objects
             .into_iter()
@@ -294,6 +317,24 @@ impl Stores {
         self.rt.block_on(stream::iter(heads).buffer_unordered(CONCURRENCY).try_collect::<Vec<()>>())?;
         Ok(files)
     }
+}
+
+/// Writes `chunks`, one after another, at `offset` of `file`.
+fn write_all_at(file: &File, chunks: &[Bytes], mut offset: u64) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice> = chunks.iter().map(|c| IoSlice::new(c)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match rustix::io::pwritev(file, rest, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                offset += n as u64;
+                IoSlice::advance_slices(&mut rest, n);
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// An error and its causes, outermost first: the store's own message often says only "error
@@ -427,28 +468,51 @@ impl RemoteFile {
         start..(start + BLOCK_BYTES).min(self.len)
     }
 
-    /// Fetches `range` of the object into the cache file (no block bookkeeping).
+    /// Fetches `range` of the object into the cache file (no block bookkeeping). The body is
+    /// written as it arrives, its chunks gathered into one `pwritev` per [`WRITE_BATCH`] bytes:
+    /// no buffer of the whole range is made and filled first.
     async fn fetch_range(&self, range: Range<u64>) -> Result<()> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let got = self.store.get_range(&self.location, range.clone()).await.map_err(|e| self.error(&range, e))?;
-        self.counters.bytes.fetch_add(got.len() as u64, Ordering::Relaxed);
-        if (got.len() as u64) < range.end - range.start {
+        let options = GetOptions::new().with_range(Some(range.clone()));
+        let got = self.store.get_opts(&self.location, options).await.map_err(|e| self.error(&range, e))?;
+        let mut body = got.into_stream();
+        let (mut at, mut pending, mut pending_len) = (range.start, Vec::<Bytes>::new(), 0u64);
+        loop {
+            let chunk = body.next().await.transpose().map_err(|e| self.error(&range, e))?;
+            let end = chunk.is_none();
+            if let Some(chunk) = chunk {
+                self.counters.bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                let room = (range.end - at - pending_len) as usize;
+                pending_len += chunk.len().min(room) as u64;
+                pending.push(chunk.slice(..chunk.len().min(room)));
+            }
+            if pending_len >= WRITE_BATCH || (end && pending_len > 0) {
+                write_all_at(&self.cache, &pending, at).map_err(|e| LogError::Io {
+                    file: self.url.clone(),
+                    lsa: None,
+                    msg: format!("writing its cache file: {e}"),
+                })?;
+                at += pending_len;
+                pending.clear();
+                pending_len = 0;
+            }
+            if end {
+                break;
+            }
+        }
+        if at < range.end {
             return Err(LogError::Truncated {
                 file: self.url.clone(),
                 lsa: None,
                 msg: format!(
                     "the object holds {} bytes from offset {} where its listing promised {} (it changed after it was listed)",
-                    got.len(),
+                    at - range.start,
                     range.start,
                     range.end - range.start
                 ),
             });
         }
-        self.cache.write_all_at(&got[..(range.end - range.start) as usize], range.start).map_err(|e| LogError::Io {
-            file: self.url.clone(),
-            lsa: None,
-            msg: format!("writing its cache file: {e}"),
-        })
+        Ok(())
     }
 
     fn error(&self, range: &Range<u64>, e: object_store::Error) -> LogError {
