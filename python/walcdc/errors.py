@@ -85,9 +85,9 @@ class LogError(Exception):
     def lsa_text(self) -> Optional[str]:
         if self.lsa is None:
             return None
-        from walcdc.lsa import format_lsa
+        from walcdc._native import lsa_text  # the core's text (walcdc.lsa depends on this module)
 
-        return format_lsa(self.lsa)
+        return lsa_text(self.lsa)
 
 
 class LogIOError(LogError, OSError):

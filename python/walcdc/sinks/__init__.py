@@ -15,8 +15,8 @@ which is written through.
 True
 """
 
-from walcdc.sinks.base import FORMATS, Sink, Target, WriteResult, resolve_target, write_stream
-from walcdc.sinks.files import ArrowSink, JsonLinesSink, ParquetSink
+from walcdc.sinks.base import FORMATS, Target, WriteResult, resolve_target, write_stream
+from walcdc.sinks.files import ArrowSink, JsonLinesSink, ParquetSink, Sink
 
 __all__ = [
     "FORMATS",

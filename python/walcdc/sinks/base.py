@@ -15,8 +15,9 @@ import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.errors import OutputError, argument_error
+from walcdc.sinks.files import SINKS, Sink
 
-__all__ = ["FORMATS", "SUFFIXES", "Sink", "Target", "WriteResult", "resolve_target", "write_stream"]
+__all__ = ["FORMATS", "SUFFIXES", "Target", "WriteResult", "resolve_target", "write_stream"]
 
 #: Output formats.
 FORMATS = ("parquet", "jsonl", "arrow")
@@ -116,31 +117,6 @@ def resolve_target(output, format: Optional[str] = None, overwrite: bool = False
             OutputError,
         )
     return Target("file", fmt, real, text)
-
-
-class Sink:
-    """One output file of a format: :meth:`write` batches, then :meth:`finish` (footers,
-    metadata). Durability and publication belong to :func:`write_stream`."""
-
-    def __init__(self, out: IO[bytes], schema: pa.Schema, metadata: Dict[str, str]):
-        self.out = out
-        self.schema = schema
-        self.metadata = metadata
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        raise NotImplementedError
-
-    def finish(self, metadata: Dict[str, str]) -> None:
-        """Completes the file; ``metadata`` holds what is known only at the end."""
-
-    def abort(self) -> None:
-        """Releases the format's writer after a failure (the file is then discarded)."""
-        writer = getattr(self, "_writer", None)
-        if writer is not None:
-            try:
-                writer.close()
-            except Exception:  # noqa: BLE001 - the file is being thrown away
-                pass
 
 
 @dataclass
@@ -250,12 +226,6 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def _sink_class(fmt: str):
-    from walcdc.sinks.files import ArrowSink, JsonLinesSink, ParquetSink
-
-    return {"parquet": ParquetSink, "jsonl": JsonLinesSink, "arrow": ArrowSink}[fmt]
-
-
 def write_stream(
     stream,
     output,
@@ -299,7 +269,7 @@ def write_stream(
                 raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
             tmp_path = temps[-1]
             out = os.fdopen(fd, "wb")
-        sink = _sink_class(target.format)(out, stream.schema, metadata)
+        sink = SINKS[target.format](out, stream.schema, metadata)
         for batch in stream:
             first, last = _positions(batch, committed)
             if result.first_lsa is None:

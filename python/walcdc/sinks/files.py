@@ -3,7 +3,7 @@ line, JSON columns as JSON, LSAs also as ``pageid|offset`` text), Arrow IPC stre
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import IO, Dict, List
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -11,9 +11,34 @@ import pyarrow.parquet as pq
 
 from walcdc import _native
 from walcdc.envelope import lsa_text
-from walcdc.sinks.base import Sink
 
 __all__ = ["ParquetSink", "JsonLinesSink", "ArrowSink"]
+
+
+class Sink:
+    """One output file of a format: :meth:`write` batches, then :meth:`finish` (footers,
+    metadata). Durability and publication belong to
+    :func:`walcdc.sinks.base.write_stream`."""
+
+    def __init__(self, out: IO[bytes], schema: pa.Schema, metadata: Dict[str, str]):
+        self.out = out
+        self.schema = schema
+        self.metadata = metadata
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        raise NotImplementedError
+
+    def finish(self, metadata: Dict[str, str]) -> None:
+        """Completes the file; ``metadata`` holds what is known only at the end."""
+
+    def abort(self) -> None:
+        """Releases the format's writer after a failure (the file is then discarded)."""
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the file is being thrown away
+                pass
 
 
 class ParquetSink(Sink):
@@ -77,3 +102,7 @@ class ArrowSink(Sink):
 
     def finish(self, metadata: Dict[str, str]) -> None:
         self._writer.close()
+
+
+#: The sink of each output format.
+SINKS = {"parquet": ParquetSink, "jsonl": JsonLinesSink, "arrow": ArrowSink}

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use walcdc_core::changes::{ChangeOptions, ChangeReader};
-use walcdc_core::changes_arrow::{next_changes_batch, ChangesBuilder};
-use walcdc_core::{LogSet, OnEncrypted};
+use walcdc_core::arrow::changes_arrow::{next_changes_batch, ChangesBuilder};
+use walcdc_core::cdc::changes::ChangeReader;
+use walcdc_core::cdc::options::ChangeOptions;
+use walcdc_core::log::logset::LogSet;
+use walcdc_core::log::walker::OnEncrypted;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();

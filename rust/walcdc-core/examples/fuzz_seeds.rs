@@ -8,11 +8,14 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use walcdc_core::changes::{ChangeOptions, ChangeReader};
-use walcdc_core::rectype::LOG_SUPPLEMENTAL_INFO;
-use walcdc_core::schema::looks_like_class_record;
-use walcdc_core::supplemental::Oid;
-use walcdc_core::{LogSet, OnEncrypted, Walker};
+use walcdc_core::cdc::changes::ChangeReader;
+use walcdc_core::cdc::options::ChangeOptions;
+use walcdc_core::format::class_record::looks_like_class_record;
+use walcdc_core::format::rectype::LOG_SUPPLEMENTAL_INFO;
+use walcdc_core::format::supplemental::Oid;
+use walcdc_core::log::logset::LogSet;
+use walcdc_core::log::walker::OnEncrypted;
+use walcdc_core::log::walker::Walker;
 
 /// Seeds per target and kind (supplement type, table) in each log: variety over volume.
 const PER_KIND_PER_LOG: usize = 25;
@@ -108,24 +111,25 @@ fn windows_of(log_dir: &Path, out: &mut Out, k: usize, count: usize) {
         }
         let first_slot = 1 + (i * 7919) % slots.saturating_sub(k).max(1);
         let pages: Vec<&[u8]> = (0..k).map(|j| &bytes[(first_slot + j) * ps..(first_slot + j + 1) * ps]).collect();
-        let ids: Vec<i64> = pages.iter().map(|p| walcdc_core::page::PageHeader::parse(p).logical_pageid).collect();
+        let ids: Vec<i64> =
+            pages.iter().map(|p| walcdc_core::format::page::PageHeader::parse(p).logical_pageid).collect();
         if ids[0] < 0 || ids.windows(2).any(|w| w[1] != w[0] + 1) {
             continue;
         }
         let first = ids[0];
-        let first_off = walcdc_core::page::PageHeader::parse(pages[0]).offset;
+        let first_off = walcdc_core::format::page::PageHeader::parse(pages[0]).offset;
         let mut header = bytes[..ps].to_vec();
-        let h = walcdc_core::page::PAGE_HEADER_SIZE;
+        let h = walcdc_core::format::page::PAGE_HEADER_SIZE;
         let put = |b: &mut Vec<u8>, at: usize, v: &[u8]| b[h + at..h + at + v.len()].copy_from_slice(v);
         put(&mut header, 64, &[0]); // is_shutdown: no
         put(&mut header, 88, &(k as i32).to_le_bytes());
         put(&mut header, 96, &first.to_le_bytes());
-        let lsa = |p: i64, o: i16| walcdc_core::Lsa::new(p, o).to_raw().to_le_bytes();
+        let lsa = |p: i64, o: i16| walcdc_core::format::lsa::Lsa::new(p, o).to_raw().to_le_bytes();
         put(&mut header, 104, &lsa(first + k as i64 - 1, 0));
         put(&mut header, 112, &if first_off >= 0 { lsa(first, first_off) } else { [0xff; 8] });
         put(&mut header, 120, &first.to_le_bytes());
         put(&mut header, 128, &1i32.to_le_bytes());
-        walcdc_core::page::set_checksum(&mut header);
+        walcdc_core::format::page::set_checksum(&mut header);
         let mut active_bytes = header;
         for p in &pages {
             active_bytes.extend_from_slice(p);
@@ -136,7 +140,7 @@ fn windows_of(log_dir: &Path, out: &mut Out, k: usize, count: usize) {
         let input = walcdc_core::fuzzing::input_from_volumes(None, Some(&active_bytes), ps);
         out.put("logset", i as u64, input.clone());
         out.put("changes", i as u64, input.clone());
-        let mut from = walcdc_core::Lsa::new(first + 1, 0).to_key().to_le_bytes().to_vec();
+        let mut from = walcdc_core::format::lsa::Lsa::new(first + 1, 0).to_key().to_le_bytes().to_vec();
         from.extend_from_slice(&input);
         out.put("walk_from", i as u64, from);
         made += 1;

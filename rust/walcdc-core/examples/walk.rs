@@ -1,7 +1,9 @@
 //! Walks a log set and prints what it found: `cargo run --release --example walk -- DIR`.
 use std::sync::Arc;
 
-use walcdc_core::{LogSet, OnEncrypted, Walker};
+use walcdc_core::log::logset::LogSet;
+use walcdc_core::log::walker::OnEncrypted;
+use walcdc_core::log::walker::Walker;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let paths: Vec<String> = std::env::args().skip(1).collect();

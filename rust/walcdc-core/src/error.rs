@@ -1,7 +1,7 @@
 //! One error type for everything that can go wrong reading a log set. Every variant names the
 //! volume (file) and, where one applies, the log address.
 
-use crate::lsa::Lsa;
+use crate::format::lsa::Lsa;
 
 pub type Result<T> = std::result::Result<T, LogError>;
 

@@ -12,17 +12,18 @@
 
 use std::sync::Arc;
 
-use crate::cdc::event::ImageMode;
-use crate::changes::{ChangeOptions, ChangeReader, ReaderState};
-use crate::changes_arrow::{next_changes_batch, ChangesBuilder};
+use crate::arrow::changes_arrow::{next_changes_batch, ChangesBuilder};
+use crate::arrow::records_arrow::{next_batch, RecordsBuilder};
+use crate::cdc::changes::{ChangeReader, ReaderState};
+use crate::cdc::options::ChangeOptions;
+use crate::cdc::options::ImageMode;
 use crate::error::LogError;
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::page::{set_checksum, PAGE_HEADER_SIZE};
-use crate::payload::{undo_diff, unzip_into};
-use crate::records_arrow::{next_batch, RecordsBuilder};
-use crate::supplemental::Oid;
-use crate::walker::{find_end, validate_record_start, OnEncrypted, Walker};
+use crate::format::lsa::Lsa;
+use crate::format::page::{set_checksum, PAGE_HEADER_SIZE};
+use crate::format::supplemental::Oid;
+use crate::log::logset::LogSet;
+use crate::log::payload::{undo_diff, unzip_into};
+use crate::log::walker::{find_end, validate_record_start, OnEncrypted, Walker};
 
 /// Input layout of the log-level targets:
 /// - byte 0, flags: bit 0 keep the checksums as given; bits 1–2 layout (0 an active volume,
@@ -45,8 +46,11 @@ pub fn log_from_input(data: &[u8]) -> Option<LogSet> {
             let body = &rest[4..];
             let (arv, act) = body.split_at(len.min(body.len()));
             // Named by the number its header gives, as CUBRID names archives.
-            let num =
-                if arv.len() >= PAGE_HEADER_SIZE + 60 { crate::le::i32_at(arv, PAGE_HEADER_SIZE + 56) } else { 0 };
+            let num = if arv.len() >= PAGE_HEADER_SIZE + 60 {
+                crate::format::le::i32_at(arv, PAGE_HEADER_SIZE + 56)
+            } else {
+                0
+            };
             volumes.push((format!("fz_lgar{:03}", num.clamp(0, 999_999)), arv.to_vec()));
             if layout == 1 {
                 volumes.push(("fz_lgat".into(), act.to_vec()));
@@ -214,7 +218,7 @@ pub fn fuzz_changes(data: &[u8]) {
 /// without error must give the same events (a local hunt for differences; CI's fuzzing only
 /// asks for no panic, as damaged logs may legitimately differ where a chain is broken).
 fn fuzz_ranges(log: &Arc<LogSet>, opts: &ChangeOptions) {
-    use crate::parallel::{range_facts, CatalogInput, CatalogVersions, FactKind};
+    use crate::cdc::parallel::{range_facts, CatalogInput, CatalogVersions, FactKind};
     let Ok(facts) = range_facts(log, None, None, OnEncrypted::Skip) else { return };
     let inputs: Vec<CatalogInput> = facts
         .facts
@@ -225,9 +229,13 @@ fn fuzz_ranges(log: &Arc<LogSet>, opts: &ChangeOptions) {
     let Ok(versions) = CatalogVersions::build(log, &inputs) else { return };
     let versions = Arc::new(versions);
     let mut ranged = Vec::new();
-    for r in crate::ranges::split(log, 2) {
-        let spec =
-            crate::changes::RangeSpec { start: r.start, end: r.end, versions: versions.clone(), ..Default::default() };
+    for r in crate::log::ranges::split(log, 2) {
+        let spec = crate::cdc::changes::RangeSpec {
+            start: r.start,
+            end: r.end,
+            versions: versions.clone(),
+            ..Default::default()
+        };
         let Ok(mut reader) = ChangeReader::for_range(log.clone(), opts.clone(), spec) else { return };
         loop {
             match reader.next_event() {
@@ -252,7 +260,7 @@ fn fuzz_ranges(log: &Arc<LogSet>, opts: &ChangeOptions) {
             Err(_) => return,
         }
     }
-    let key = |e: &crate::changes::Event| (e.lsa, e.op, e.commit_lsa, e.txn_seq, e.user.clone(), e.partial);
+    let key = |e: &crate::cdc::event::Event| (e.lsa, e.op, e.commit_lsa, e.txn_seq, e.user.clone(), e.partial);
     let a: Vec<_> = ranged.iter().map(key).collect();
     let b: Vec<_> = one.iter().map(key).collect();
     assert_eq!(a, b, "range reads differ from the one-pass stream");
@@ -265,16 +273,16 @@ pub fn fuzz_reader_state(data: &[u8]) {
         let again = state.to_bytes();
         let _ = ReaderState::from_bytes(&again).expect("a state's own bytes read back");
     }
-    if let Ok(cp) = crate::catalog::CatalogCheckpoint::from_bytes(data) {
+    if let Ok(cp) = crate::cdc::catalog::CatalogCheckpoint::from_bytes(data) {
         let again = cp.to_bytes();
-        let _ = crate::catalog::CatalogCheckpoint::from_bytes(&again).expect("a checkpoint's own bytes read back");
+        let _ = crate::cdc::catalog::CatalogCheckpoint::from_bytes(&again).expect("a checkpoint's own bytes read back");
     }
 }
 
 /// Supplemental payloads: the first byte chooses the kind.
 pub fn fuzz_supplemental(data: &[u8]) {
     let Some((&kind, payload)) = data.split_first() else { return };
-    let _ = crate::supplemental::parse((kind % 24) as i32 - 2, payload);
+    let _ = crate::format::supplemental::parse((kind % 24) as i32 - 2, payload);
 }
 
 /// Class records, and the row decoder against the schemas they define: a u16 length, the class
@@ -286,23 +294,25 @@ pub fn fuzz_class_and_row(data: &[u8]) {
     let len = u16::from_le_bytes([data[0], data[1]]) as usize;
     let rest = &data[2..];
     let (class_record, row) = rest.split_at(len.min(rest.len()));
-    let _ = crate::schema::looks_like_class_record(class_record);
-    let Ok(class) = crate::schema::parse_class_record(Oid { volid: 0, pageid: 1, slotid: 1 }, class_record) else {
+    let _ = crate::format::class_record::looks_like_class_record(class_record);
+    let Ok(class) =
+        crate::format::class_record::parse_class_record(Oid { volid: 0, pageid: 1, slotid: 1 }, class_record)
+    else {
         return;
     };
-    let _ = crate::row::record_repid(row);
+    let _ = crate::format::row::record_repid(row);
     for rep in class.representations.values() {
-        let _ = crate::row::row_layout(rep, row);
-        if let Ok(values) = crate::row::decode_row(rep, row) {
+        let _ = crate::format::row::row_layout(rep, row);
+        if let Ok(values) = crate::format::row::decode_row(rep, row) {
             for (v, a) in values.iter().zip(&rep.attributes) {
-                let _ = crate::row::value_json(v, &a.domain);
-                let _ = crate::row::value_text(v);
+                let _ = crate::format::row::value_json(v, &a.domain);
+                let _ = crate::format::row::value_text(v);
             }
         }
         // The row's bytes read as one packed value of each of the first types (the DDL
         // stream's form); more would only repeat the work.
         for a in rep.attributes.iter().take(4) {
-            let _ = crate::row::packed_value_json(row, &a.domain);
+            let _ = crate::format::row::packed_value_json(row, &a.domain);
         }
     }
 }

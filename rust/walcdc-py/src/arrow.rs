@@ -96,7 +96,7 @@ pub(crate) fn encode_jsonl<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let batch = import_batch(batch)?;
     let mut out = Vec::with_capacity(batch.get_array_memory_size());
-    py.detach(|| walcdc_core::jsonl::encode_jsonl(&batch, &raw_json, &mut out))
+    py.detach(|| walcdc_core::arrow::jsonl::encode_jsonl(&batch, &raw_json, &mut out))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyBytes::new(py, &out))
 }

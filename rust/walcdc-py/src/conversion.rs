@@ -6,17 +6,21 @@ use std::str::FromStr;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-
-use walcdc_core::catalog::{Catalog, KeyMode, UserColumn};
+use walcdc_core::arrow::typed_arrow::TableColumn;
+use walcdc_core::cdc::catalog::{Catalog, KeyMode, UserColumn};
+use walcdc_core::cdc::changes::ChangeStats;
+use walcdc_core::cdc::event::{Cursor, Op, Pending};
+use walcdc_core::cdc::options::{ChangeOptions, DdlScope, ImageMode, OnError, OnPartial};
 use walcdc_core::cdc::options::{UserSchema, READ_OPTIONS};
-use walcdc_core::changes::{ChangeOptions, ChangeStats, Cursor, DdlScope, ImageMode, OnError, OnPartial, Op, Pending};
 use walcdc_core::choice::Choice;
-use walcdc_core::schema::{Attribute, ClassSchema, Domain};
-use walcdc_core::supplemental::Oid;
-use walcdc_core::typed_arrow::TableColumn;
-use walcdc_core::walker::{EndOfLog, OnEncrypted, SkippedRange};
-use walcdc_core::writer::WrittenLog;
-use walcdc_core::{LogError, LogSet, Lsa, Record};
+use walcdc_core::error::LogError;
+use walcdc_core::format::lsa::Lsa;
+use walcdc_core::format::schema::{Attribute, ClassSchema, Domain};
+use walcdc_core::format::supplemental::Oid;
+use walcdc_core::log::logset::LogSet;
+use walcdc_core::log::record::Record;
+use walcdc_core::log::walker::{EndOfLog, OnEncrypted, SkippedRange};
+use walcdc_core::testkit::writer::WrittenLog;
 
 use crate::error::to_py;
 
@@ -268,7 +272,7 @@ pub(crate) fn pending_list<'py>(py: Python<'py>, pending: &[Pending]) -> PyResul
 /// Readable records past a torn end: `{"end_lsa", "first_lsa", "pages"}`, or None.
 pub(crate) fn beyond_end_dict<'py>(
     py: Python<'py>,
-    b: Option<walcdc_core::walker::BeyondEnd>,
+    b: Option<walcdc_core::log::walker::BeyondEnd>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let Some(b) = b else { return Ok(None) };
     let d = PyDict::new(py);
@@ -372,8 +376,8 @@ pub(crate) fn table_columns(columns: &Bound<'_, PyList>) -> PyResult<Vec<TableCo
 
 pub(crate) fn attribute_dict<'py>(py: Python<'py>, a: &Attribute) -> PyResult<Bound<'py, PyDict>> {
     let o = domain_dict(py, &a.domain)?;
-    o.set_item("type_name", walcdc_core::schema::db_type_name(a.domain.db_type))?;
-    let charset = walcdc_core::schema::CODESETS.iter().find(|c| c.0 == a.domain.codeset).map(|c| c.1);
+    o.set_item("type_name", walcdc_core::format::schema::db_type_name(a.domain.db_type))?;
+    let charset = walcdc_core::format::schema::CODESETS.iter().find(|c| c.0 == a.domain.codeset).map(|c| c.1);
     o.set_item("charset", charset)?;
     o.set_item("id", a.id)?;
     o.set_item("name", &a.name)?;
@@ -479,7 +483,7 @@ pub(crate) fn record_dict<'py>(
     d.set_item("trid", rec.trid)?;
     d.set_item("type", rec.type_name())?;
     d.set_item("rcvindex", rec.rcvindex())?;
-    d.set_item("rcvindex_name", rec.rcvindex().and_then(walcdc_core::rcvindex::rcvindex_name))?;
+    d.set_item("rcvindex_name", rec.rcvindex().and_then(walcdc_core::format::rcvindex::rcvindex_name))?;
     d.set_item("undo_zipped", rec.undo.zipped)?;
     d.set_item("redo_zipped", rec.redo.zipped)?;
     d.set_item("supplement_type", rec.supplement_type())?;

@@ -2,7 +2,7 @@
 //! `walcdc.errors`.
 
 use pyo3::prelude::*;
-use walcdc_core::LogError;
+use walcdc_core::error::LogError;
 
 /// The `walcdc.errors` class of a core error.
 fn class_name(e: &LogError) -> &'static str {

@@ -2,19 +2,18 @@
 //! indexes, read options), OID packing and statement redaction.
 
 use pyo3::prelude::*;
-
-use walcdc_core::supplemental::Oid;
+use walcdc_core::format::supplemental::Oid;
 
 /// The column types: `(DB_TYPE id, catalog name, other SQL names)`.
 #[pyfunction]
 pub(crate) fn db_types() -> Vec<(i32, &'static str, Vec<&'static str>)> {
-    walcdc_core::schema::DB_TYPES.iter().map(|(id, name, aliases)| (*id, *name, aliases.to_vec())).collect()
+    walcdc_core::format::schema::DB_TYPES.iter().map(|(id, name, aliases)| (*id, *name, aliases.to_vec())).collect()
 }
 
 /// The record types: `(number, name)` (one table in the core).
 #[pyfunction]
 pub(crate) fn record_types() -> Vec<(i32, &'static str)> {
-    walcdc_core::rectype::RECORD_TYPES.iter().map(|r| (r.id, r.name)).collect()
+    walcdc_core::format::rectype::RECORD_TYPES.iter().map(|r| (r.id, r.name)).collect()
 }
 
 /// The kinds of the facts a range reports (`range_facts`): `(code, name)`, the row that
@@ -37,19 +36,25 @@ pub(crate) fn read_options(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::Py
 /// The supplemental record types, by number.
 #[pyfunction]
 pub(crate) fn supplement_types() -> Vec<(i32, &'static str)> {
-    walcdc_core::rectype::SUPPLEMENT_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
+    walcdc_core::format::rectype::SUPPLEMENT_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
 }
 
 /// The recovery indexes: `(number, name)`.
 #[pyfunction]
 pub(crate) fn rcv_indexes() -> Vec<(i32, &'static str)> {
-    walcdc_core::rcvindex::RCVINDEX_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
+    walcdc_core::format::rcvindex::RCVINDEX_NAMES.iter().enumerate().map(|(i, n)| (i as i32, *n)).collect()
 }
 
 /// Character sets: `(INTL_CODESET id, name)`.
 #[pyfunction]
 pub(crate) fn codesets() -> Vec<(i32, &'static str)> {
-    walcdc_core::schema::CODESETS.to_vec()
+    walcdc_core::format::schema::CODESETS.to_vec()
+}
+
+/// `pageid|offset` of an LSA given as its order-preserving u64.
+#[pyfunction]
+pub(crate) fn lsa_text(key: u64) -> String {
+    walcdc_core::format::lsa::Lsa::from_key(key).to_string()
 }
 
 /// CUBRID's CDC packing of an OID `(volid, pageid, slotid)`.
@@ -68,5 +73,5 @@ pub(crate) fn oid_unpack(packed: u64) -> (i16, i32, i16) {
 /// `statement` with the passwords it holds replaced by `***`.
 #[pyfunction]
 pub(crate) fn redact_secrets(statement: &str) -> String {
-    walcdc_core::redact::redact_secrets(statement).into_owned()
+    walcdc_core::cdc::redact::redact_secrets(statement).into_owned()
 }

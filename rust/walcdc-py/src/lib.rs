@@ -51,6 +51,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::supplement_types, m)?)?;
     m.add_function(wrap_pyfunction!(functions::redact_secrets, m)?)?;
     m.add_function(wrap_pyfunction!(functions::oid_pack, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::lsa_text, m)?)?;
     m.add_function(wrap_pyfunction!(functions::oid_unpack, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::encode_jsonl, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::range_facts, m)?)?;

@@ -5,15 +5,18 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-
-use walcdc_core::catalog::CatalogCheckpoint;
-use walcdc_core::changes::{self, ChangeOptions, ChangeReader, Narrowing};
-use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
+use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
+use walcdc_core::arrow::records_arrow::RecordsBuilder;
+use walcdc_core::arrow::typed_arrow::{TableChangesBuilder, TableSplitter};
+use walcdc_core::cdc::catalog::CatalogCheckpoint;
+use walcdc_core::cdc::changes::ChangeReader;
+use walcdc_core::cdc::options::{ChangeOptions, Narrowing};
+use walcdc_core::format::lsa::Lsa;
+use walcdc_core::log::logset::LogSet;
 use walcdc_core::log::remote::StoreOptions;
-use walcdc_core::records_arrow::RecordsBuilder;
-use walcdc_core::typed_arrow::{TableChangesBuilder, TableSplitter};
-use walcdc_core::walker::find_end_from;
-use walcdc_core::{LogSet, Lsa, OnEncrypted, Walker};
+use walcdc_core::log::walker::find_end_from;
+use walcdc_core::log::walker::OnEncrypted;
+use walcdc_core::log::walker::Walker;
 
 use crate::conversion::{
     class_dict, end_dict, header_dict, key_to_lsa, parse_ops, parse_option, record_dict, set_read_options,
@@ -98,8 +101,8 @@ impl PyLogSet {
         let log = &self.inner;
         let at = Lsa::from_key(lsa);
         let (rec, undo, redo) = py
-            .detach(|| -> walcdc_core::Result<_> {
-                walcdc_core::walker::validate_record_start(log, at)?;
+            .detach(|| -> walcdc_core::error::Result<_> {
+                walcdc_core::log::walker::validate_record_start(log, at)?;
                 let rec = log.record_at(at)?;
                 let (mut u, mut r) = (Vec::new(), Vec::new());
                 log.images(&rec, &mut u, &mut r)?;
@@ -163,7 +166,7 @@ impl PyLogSet {
         let batch_size = batch_size.max(1);
         if by_table && !opts.committed_only {
             let msg = "typed output by table reads the committed stream (committed_only=True)".into();
-            return Err(to_py(py, walcdc_core::LogError::InvalidArgument { msg }));
+            return Err(to_py(py, walcdc_core::error::LogError::InvalidArgument { msg }));
         }
         let splitter = by_table.then(|| {
             opts.values = true;
@@ -190,7 +193,8 @@ impl PyLogSet {
     /// Time (Unix seconds) to LSA, as CUBRID's `cdc_find_lsa`: `(lsa, adjusted)`.
     fn find_lsa(&self, py: Python<'_>, time: i64) -> PyResult<(u64, bool)> {
         let log = self.inner.clone();
-        let (lsa, adjusted) = py.detach(|| changes::find_lsa(&log, time)).map_err(|e| to_py(py, e))?;
+        let (lsa, adjusted) =
+            py.detach(|| walcdc_core::log::positions::find_lsa(&log, time)).map_err(|e| to_py(py, e))?;
         Ok((lsa.to_key(), adjusted))
     }
 
@@ -212,7 +216,7 @@ impl PyLogSet {
                     cp.check(&log, cp.at)?;
                     cp.learn_until(&log, None, policy).map(|learned| learned.0)
                 }
-                None => walcdc_core::catalog::learn(&log, policy),
+                None => walcdc_core::cdc::catalog::learn(&log, policy),
             })
             .map_err(|e| to_py(py, e))?;
         let mut classes: Vec<_> = cat.classes().collect();
@@ -229,13 +233,13 @@ impl PyLogSet {
     #[pyo3(signature = (pages, start=None))]
     fn ranges(&self, py: Python<'_>, pages: i64, start: Option<u64>) -> Vec<(Option<u64>, Option<u64>)> {
         // Page headers are read (from object storage, perhaps): without holding the GIL.
-        let ranges = py.detach(|| walcdc_core::ranges::split_from(&self.inner, start.map(Lsa::from_key), pages));
+        let ranges = py.detach(|| walcdc_core::log::ranges::split_from(&self.inner, start.map(Lsa::from_key), pages));
         ranges.into_iter().map(|r| (r.start.map(|l| l.to_key()), r.end.map(|l| l.to_key()))).collect()
     }
 
     /// The oldest archive number still needed to restart at `restart_lsa`.
     fn min_archive_needed(&self, py: Python<'_>, restart_lsa: u64) -> Option<i64> {
-        py.detach(|| changes::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa)))
+        py.detach(|| walcdc_core::log::positions::min_archive_needed(&self.inner, Lsa::from_key(restart_lsa)))
     }
 
     /// Remembers the pages below `pageid` fetched from now on (`watched_pages`).

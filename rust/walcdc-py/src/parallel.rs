@@ -6,14 +6,15 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-
-use walcdc_core::catalog::CatalogCheckpoint;
-use walcdc_core::changes::{ChangeOptions, ChangeReader, RangeSpec};
-use walcdc_core::changes_arrow::{ChangesBuilder, EventBatchBuilder};
-use walcdc_core::parallel::{self, CatalogInput, CatalogVersions, RangeCatalog};
-use walcdc_core::parallel_arrow::facts_batch;
-use walcdc_core::typed_arrow::TableChangesBuilder;
-use walcdc_core::{Lsa, OnEncrypted};
+use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
+use walcdc_core::arrow::parallel_arrow::facts_batch;
+use walcdc_core::arrow::typed_arrow::TableChangesBuilder;
+use walcdc_core::cdc::catalog::CatalogCheckpoint;
+use walcdc_core::cdc::changes::{ChangeReader, RangeSpec};
+use walcdc_core::cdc::options::ChangeOptions;
+use walcdc_core::cdc::parallel::{self, CatalogInput, CatalogVersions, RangeCatalog};
+use walcdc_core::format::lsa::Lsa;
+use walcdc_core::log::walker::OnEncrypted;
 
 use crate::arrow::{Batch, Schema};
 use crate::conversion::{beyond_end_dict, key_to_lsa, parse_option, skipped_list, table_columns};
@@ -70,7 +71,7 @@ pub(crate) fn catalog_inputs_of(
     ranges: Vec<Vec<u8>>,
     seed_trids: Vec<i32>,
 ) -> PyResult<Vec<InputTuple>> {
-    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::error::Result<Vec<_>>>();
     let ranges = ranges.map_err(|e| to_py(py, e))?;
     Ok(parallel::catalog_inputs(&ranges, &seed_trids)
         .into_iter()
@@ -96,8 +97,8 @@ pub(crate) fn left_out<'py>(
     window_end: usize,
     from_first: bool,
 ) -> PyResult<(Vec<BegunTuple>, WalkNotesTuple<'py>, u64)> {
-    use walcdc_core::parallel::Fate;
-    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::Result<Vec<_>>>();
+    use walcdc_core::cdc::parallel::Fate;
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::error::Result<Vec<_>>>();
     let ranges = ranges.map_err(|e| to_py(py, e))?;
     let window = window_start.min(ranges.len())..window_end.min(ranges.len());
     let begun = if from_first { parallel::begun_before(&ranges) } else { Vec::new() };
@@ -112,7 +113,7 @@ pub(crate) fn left_out<'py>(
             (trid, first.to_key(), end)
         })
         .collect();
-    let mut skipped: Vec<walcdc_core::walker::SkippedRange> = Vec::new();
+    let mut skipped: Vec<walcdc_core::log::walker::SkippedRange> = Vec::new();
     let mut unplaced = Vec::new();
     let mut beyond = None;
     for r in &ranges[window.clone()] {
@@ -241,7 +242,7 @@ fn finishing(
 }
 
 /// The events of `[start, end)`, read in one walk of the range (see
-/// `walcdc_core::changes::ChangeReader::for_range`): in the committed stream those of the
+/// `walcdc_core::cdc::changes::ChangeReader::for_range`): in the committed stream those of the
 /// transactions that commit in it, in CUBRID's the changes and markers that lie in it. Batches of
 /// `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
 /// typed changes. What an earlier run emitted (when the options hold no cursor): the commits
@@ -282,26 +283,26 @@ pub(crate) fn range_changes(
 /// The error a change stream raises when the log holds no supplemental records.
 #[pyfunction]
 pub(crate) fn no_supplemental_log_error(py: Python<'_>, log: PyRef<'_, PyLogSet>) -> Py<PyAny> {
-    let e = walcdc_core::LogError::NoSupplementalLog { file: log.inner.set_name() };
+    let e = walcdc_core::error::LogError::NoSupplementalLog { file: log.inner.set_name() };
     to_py(py, e).into_value(py).into_any()
 }
 
 /// The schema of a range's facts.
 #[pyfunction]
 pub(crate) fn facts_schema() -> Schema {
-    Schema::new(walcdc_core::parallel_arrow::facts_schema())
+    Schema::new(walcdc_core::arrow::parallel_arrow::facts_schema())
 }
 
 /// The schema of one table's typed changes (`columns`: column dicts of `schemas()`).
 #[pyfunction]
 pub(crate) fn table_changes_schema(columns: Bound<'_, PyList>) -> PyResult<Schema> {
-    Ok(Schema::new(walcdc_core::typed_arrow::table_changes_schema(&table_columns(&columns)?)))
+    Ok(Schema::new(walcdc_core::arrow::typed_arrow::table_changes_schema(&table_columns(&columns)?)))
 }
 
 /// The schema of `read_changes()`.
 #[pyfunction]
 pub(crate) fn changes_schema() -> Schema {
-    Schema::new(walcdc_core::changes_arrow::changes_schema())
+    Schema::new(walcdc_core::arrow::changes_arrow::changes_schema())
 }
 
 /// Checks the options' cursor against the log set (its database, its kind of stream).

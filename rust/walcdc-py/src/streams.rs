@@ -4,12 +4,12 @@
 use arrow_schema::SchemaRef;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-
-use walcdc_core::changes::{ChangeReader, ReaderState};
-use walcdc_core::changes_arrow::{next_changes_batch, EventBatchBuilder};
-use walcdc_core::records_arrow::{next_batch, RecordsBuilder};
-use walcdc_core::typed_arrow::{next_table_batch, TableSplitter};
-use walcdc_core::{Lsa, Walker};
+use walcdc_core::arrow::changes_arrow::{next_changes_batch, EventBatchBuilder};
+use walcdc_core::arrow::records_arrow::{next_batch, RecordsBuilder};
+use walcdc_core::arrow::typed_arrow::{next_table_batch, TableSplitter};
+use walcdc_core::cdc::changes::{ChangeReader, ReaderState};
+use walcdc_core::format::lsa::Lsa;
+use walcdc_core::log::walker::Walker;
 
 use crate::arrow::{Batch, Schema};
 use crate::conversion::{beyond_end_dict, cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
@@ -208,7 +208,7 @@ impl ChangeBatches {
     /// was written.
     fn refresh(&mut self, py: Python<'_>, log: PyRef<'_, crate::logset::PyLogSet>) -> PyResult<bool> {
         let (reader, builder, log) = (&mut self.reader, &mut self.builder, log.inner.clone());
-        py.detach(|| -> walcdc_core::Result<bool> {
+        py.detach(|| -> walcdc_core::error::Result<bool> {
             let moved = reader.refresh(log)?;
             builder.set_volume_names(&reader.volume_names());
             Ok(moved)

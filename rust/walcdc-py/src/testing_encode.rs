@@ -13,11 +13,10 @@ use std::collections::HashMap;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-
-use walcdc_core::encode;
-use walcdc_core::row::{self, Value};
-use walcdc_core::schema::{db_type, Attribute, ClassSchema, Domain, Representation};
-use walcdc_core::supplemental::Oid;
+use walcdc_core::format::row::{self, Value};
+use walcdc_core::format::schema::{db_type, Attribute, ClassSchema, Domain, Representation};
+use walcdc_core::format::supplemental::Oid;
+use walcdc_core::testkit::encode;
 
 fn get<'py, T: FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
     match d.get_item(key)? {
@@ -186,11 +185,11 @@ fn values_of(rep: &Representation, values: &Bound<'_, PyAny>) -> PyResult<Vec<Va
 /// A log page (header and area) with its checksum recomputed, so an edit passes the check.
 #[pyfunction]
 fn page_with_checksum<'py>(py: Python<'py>, page: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
-    if page.len() < walcdc_core::page::PAGE_HEADER_SIZE || !page.len().is_power_of_two() {
+    if page.len() < walcdc_core::format::page::PAGE_HEADER_SIZE || !page.len().is_power_of_two() {
         return Err(PyValueError::new_err(format!("{} bytes is not a log page", page.len())));
     }
     let mut out = page.to_vec();
-    walcdc_core::page::set_checksum(&mut out);
+    walcdc_core::format::page::set_checksum(&mut out);
     Ok(PyBytes::new(py, &out))
 }
 

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-
-use walcdc_core::writer::{DataFields, LogWriter, WriterConfig};
-use walcdc_core::Lsa;
+use walcdc_core::format::lsa::Lsa;
+use walcdc_core::testkit::writer::{DataFields, LogWriter, WriterConfig};
 
 use crate::conversion::written_dict;
 

@@ -10,10 +10,11 @@ use arrow_array::types::{Int16Type, Int8Type};
 use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::changes::{ChangeReader, Event, Op};
+use crate::cdc::changes::ChangeReader;
+use crate::cdc::event::{Event, Op};
 use crate::error::Result;
-use crate::logset::LogSet;
-use crate::supplemental::Oid;
+use crate::format::supplemental::Oid;
+use crate::log::logset::LogSet;
 
 fn ts() -> DataType {
     DataType::Timestamp(TimeUnit::Second, Some("UTC".into()))
@@ -27,7 +28,7 @@ fn oid(o: Option<Oid>) -> Option<u64> {
 /// A string column holding JSON texts (marked so that JSON writers embed them as JSON).
 fn json_field(name: &str) -> Field {
     Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
-        crate::jsonl::JSON_METADATA_KEY.to_string(),
+        crate::arrow::jsonl::JSON_METADATA_KEY.to_string(),
         "true".to_string(),
     )]))
 }

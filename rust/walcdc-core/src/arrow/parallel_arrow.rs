@@ -7,8 +7,8 @@ use arrow_array::builder::{BooleanBuilder, Int16Builder, Int32Builder, Int64Buil
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use crate::lsa::Lsa;
-use crate::parallel::RangeFacts;
+use crate::cdc::parallel::RangeFacts;
+use crate::format::lsa::Lsa;
 
 /// The schema of a range's facts; a last row of kind [`COUNTS_KIND`] carries the range's count
 /// of supplemental records in `count`, its start in `lsa` and where its walk stopped in `lo`.
@@ -81,7 +81,7 @@ pub fn facts_batch(f: &RangeFacts, range_start: i64) -> RecordBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parallel::{Fact, FactKind};
+    use crate::cdc::parallel::{Fact, FactKind};
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Int64Type, Int8Type};
     use arrow_array::Array;

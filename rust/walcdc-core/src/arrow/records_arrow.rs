@@ -12,12 +12,12 @@ use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::Result;
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::rcvindex::RCVINDEX_NAMES;
-use crate::record::Record;
-use crate::rectype::{type_name, NUM_TYPES};
-use crate::walker::Walker;
+use crate::format::lsa::Lsa;
+use crate::format::rcvindex::RCVINDEX_NAMES;
+use crate::format::rectype::{type_name, NUM_TYPES};
+use crate::log::logset::LogSet;
+use crate::log::record::Record;
+use crate::log::walker::Walker;
 
 fn dict(key: DataType) -> DataType {
     DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
@@ -136,11 +136,11 @@ impl RecordsBuilder {
         match columns {
             None => want[..full.fields().len()].iter_mut().for_each(|w| *w = true),
             Some([]) => {
-                return Err(crate::LogError::InvalidArgument { msg: "columns: name at least one column".into() })
+                return Err(crate::error::LogError::InvalidArgument { msg: "columns: name at least one column".into() })
             }
             Some(names) => {
                 for n in names {
-                    let i = full.index_of(n).map_err(|_| crate::LogError::InvalidArgument {
+                    let i = full.index_of(n).map_err(|_| crate::error::LogError::InvalidArgument {
                         msg: format!(
                             "columns: records() has no column {n:?}{}",
                             if !with_payloads && (n == "undo" || n == "redo") {
@@ -377,9 +377,9 @@ pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rectype::LOG_UNDO_DATA;
-    use crate::walker::OnEncrypted;
-    use crate::writer::{DataFields, LogWriter, WriterConfig};
+    use crate::format::rectype::LOG_UNDO_DATA;
+    use crate::log::walker::OnEncrypted;
+    use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
 
     #[test]
     fn payload_batches_stay_within_their_bound() {

@@ -48,15 +48,17 @@ use arrow_array::{ArrayRef, ListArray, RecordBatch, StringArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 
-use crate::changes::{Event, ImageMode, RowValues};
-use crate::changes_arrow::{changes_schema, ChangesBuilder, EventBatchBuilder};
-use crate::jsonl::JSON_METADATA_KEY;
-use crate::logset::LogSet;
-use crate::row::{self, Value};
-use crate::schema::{db_type, Domain};
-use crate::supplemental::Oid;
+use crate::arrow::changes_arrow::{changes_schema, ChangesBuilder, EventBatchBuilder};
+use crate::arrow::jsonl::JSON_METADATA_KEY;
+use crate::cdc::event::Event;
+use crate::cdc::options::ImageMode;
+use crate::format::row::RowValues;
+use crate::format::row::{self, Value};
+use crate::format::schema::{db_type, Domain};
+use crate::format::supplemental::Oid;
+use crate::log::logset::LogSet;
 
-pub use crate::catalog::TableColumn;
+pub use crate::cdc::catalog::TableColumn;
 
 fn utc(unit: TimeUnit) -> DataType {
     DataType::Timestamp(unit, Some("UTC".into()))
@@ -703,7 +705,7 @@ impl RowBuilder {
 }
 
 /// Fills the columns of one table's changes (see [`table_changes_schema`]) from events decoded
-/// with [`crate::changes::ChangeOptions::values`].
+/// with [`crate::cdc::options::ChangeOptions::values`].
 pub struct TableChangesBuilder {
     schema: SchemaRef,
     columns: Vec<TableColumn>,
@@ -942,7 +944,7 @@ impl TableSplitter {
         }
     }
 
-    fn append(&mut self, catalog: &crate::catalog::Catalog, e: &Event) {
+    fn append(&mut self, catalog: &crate::cdc::catalog::Catalog, e: &Event) {
         let typed = e.typed.as_ref();
         let Some(class) = typed.and_then(|t| t.root_oid).or(e.class_oid) else {
             self.other.append(e);
@@ -967,7 +969,7 @@ impl TableSplitter {
         let stale = self.parts.get(&class).is_some_and(|p| {
             p.repid != repid
                 || p.table.as_deref() != name
-                || (e.op == crate::changes::Op::Ddl
+                || (e.op == crate::cdc::event::Op::Ddl
                     && catalog.table_columns(class).map(|(_, c)| c).as_deref() != Some(p.builder.columns()))
         });
         if stale {
@@ -999,9 +1001,9 @@ impl TableSplitter {
 }
 
 /// The next table batch of a committed stream whose options decode to values
-/// ([`crate::changes::ChangeOptions::values`]); `None` once the stream is over.
+/// ([`crate::cdc::options::ChangeOptions::values`]); `None` once the stream is over.
 pub fn next_table_batch(
-    reader: &mut crate::changes::ChangeReader,
+    reader: &mut crate::cdc::changes::ChangeReader,
     split: &mut TableSplitter,
 ) -> crate::error::Result<Option<TableBatch>> {
     while split.ready.is_empty() {

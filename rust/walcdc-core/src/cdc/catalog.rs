@@ -3,22 +3,24 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::chase::Image;
+use crate::cdc::chase::Image;
 use crate::error::Result;
 use crate::format::heap::{self, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION};
-use crate::le;
-use crate::logset::LogSet;
-use crate::rcvindex::{
+use crate::format::le;
+use crate::format::rcvindex::{
     RVHF_DELETE, RVHF_INSERT, RVHF_INSERT_NEWHOME, RVHF_UPDATE, RVOVF_NEWPAGE_INSERT, RVOVF_PAGE_UPDATE,
 };
-use crate::record::Record;
-use crate::rectype::{LOG_ABORT, LOG_COMMIT, LOG_COMPENSATE, LOG_DIFF_UNDOREDO_DATA, LOG_REDO_DATA, LOG_UNDOREDO_DATA};
+use crate::format::rectype::{
+    LOG_ABORT, LOG_COMMIT, LOG_COMPENSATE, LOG_DIFF_UNDOREDO_DATA, LOG_REDO_DATA, LOG_UNDOREDO_DATA,
+};
+use crate::log::logset::LogSet;
+use crate::log::record::Record;
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
-use crate::row;
-use crate::schema::{self, Attribute, ClassSchema, Representation};
-use crate::supplemental::Oid;
+use crate::format::schema::{self, Attribute, ClassSchema, Representation};
+use crate::format::supplemental::Oid;
+use crate::format::{class_record, row};
 
 /// One column of a typed table (a table's current columns, in definition order).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,10 +106,10 @@ impl ClassTracker {
     }
 
     fn image(&mut self, oid: Oid, row: &[u8], out: &mut Vec<ClassChange>) {
-        if !schema::looks_like_class_record(row) || self.last.get(&oid).is_some_and(|l| l == row) {
+        if !class_record::looks_like_class_record(row) || self.last.get(&oid).is_some_and(|l| l == row) {
             return;
         }
-        if let Ok(s) = schema::parse_class_record(oid, row) {
+        if let Ok(s) = class_record::parse_class_record(oid, row) {
             self.last.insert(oid, row.to_vec());
             out.push(ClassChange::Upsert(Box::new(s)));
         }
@@ -126,7 +128,7 @@ impl ClassTracker {
             REC_NEWHOME => match self.home_of.get(&slot).copied() {
                 Some(home) => self.image(home, body, out),
                 None => {
-                    if schema::looks_like_class_record(body) {
+                    if class_record::looks_like_class_record(body) {
                         self.pending_newhome.insert(slot, body.to_vec());
                     }
                 }
@@ -145,7 +147,7 @@ impl ClassTracker {
                 let first = (fwd.volid, fwd.pageid);
                 let found = overflow_record(&|v| self.page(trid, v), first);
                 if let Some((row, used)) = found {
-                    if schema::looks_like_class_record(&row) {
+                    if class_record::looks_like_class_record(&row) {
                         for v in used {
                             if let Some(p) = self.page(trid, v) {
                                 self.class_pages.insert(v, p);
@@ -280,7 +282,7 @@ pub fn class_record_write(log: &LogSet, rec: &Record) -> Result<Option<bool>> {
     let classish = |img: &[u8]| match rcv {
         RVOVF_NEWPAGE_INSERT | RVOVF_PAGE_UPDATE => first_overflow_page_of_class(img),
         RVOVF_NEWPAGE_LINK | RVOVF_CHANGE_LINK => false,
-        _ => img.get(2..).is_some_and(schema::looks_like_class_record),
+        _ => img.get(2..).is_some_and(class_record::looks_like_class_record),
     };
     Ok(Some(classish(&undo) || classish(&redo)))
 }
@@ -293,7 +295,7 @@ pub const ANY_REPID: i32 = -1;
 pub struct UserColumn {
     pub name: String,
     pub def_order: i32,
-    pub domain: crate::schema::Domain,
+    pub domain: crate::format::schema::Domain,
     pub primary_key: bool,
 }
 
@@ -449,7 +451,7 @@ impl Catalog {
         let n_fixed = domains.iter().filter(|d| !row::is_variable_type(d.db_type)).count();
         let n_var = domains.len() - n_fixed;
         let mut slots: Vec<Option<(usize, UserColumn)>> = cols.into_iter().map(Some).collect();
-        let attributes: Vec<Attribute> = schema::storage_order(&domains)
+        let attributes: Vec<Attribute> = row::storage_order(&domains)
             .into_iter()
             .filter_map(|k| slots[k].take())
             .map(|(i, c)| Attribute {
@@ -586,10 +588,10 @@ impl Catalog {
         &self,
         class: Oid,
         img: &Image,
-    ) -> std::result::Result<(crate::changes::RowValues, Vec<String>), String> {
+    ) -> std::result::Result<(crate::format::row::RowValues, Vec<String>), String> {
         let (rep, values, problems) = self.decode_row(class, img)?;
         let ids = rep.attributes.iter().map(|a| a.id);
-        Ok((crate::changes::RowValues(ids.zip(values).collect()), problems))
+        Ok((crate::format::row::RowValues(ids.zip(values).collect()), problems))
     }
 
     /// As [`Catalog::decode`], with the JSON keys `keys` asks for; `now` is the catalog at the
@@ -638,7 +640,7 @@ impl Catalog {
     }
 }
 
-pub use crate::row::push_json_str as json_string;
+pub use crate::format::row::push_json_str as json_string;
 
 /// Names of the columns whose values differ between two decoded images (by attribute id).
 pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
@@ -653,7 +655,7 @@ pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
 
 /// Learns every committed class record of a log set (for `walcdc schema`): one forward walk,
 /// class changes staged per transaction and applied at its commit.
-pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::walker::OnEncrypted) -> Result<Catalog> {
+pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::log::walker::OnEncrypted) -> Result<Catalog> {
     Ok(learn_until(log, None, on_encrypted)?.0)
 }
 
@@ -709,8 +711,8 @@ impl Staging {
 /// take effect if those transactions commit after it).
 pub fn learn_until(
     log: &std::sync::Arc<LogSet>,
-    end: Option<crate::lsa::Lsa>,
-    on_encrypted: crate::walker::OnEncrypted,
+    end: Option<crate::format::lsa::Lsa>,
+    on_encrypted: crate::log::walker::OnEncrypted,
 ) -> Result<(Catalog, ClassTracker, Staging)> {
     let seed = (Catalog::default(), ClassTracker::default(), Staging::default());
     learn_from(log, seed, None, end, on_encrypted)
@@ -721,13 +723,13 @@ pub fn learn_until(
 pub fn learn_from(
     log: &std::sync::Arc<LogSet>,
     seed: (Catalog, ClassTracker, Staging),
-    from: Option<crate::lsa::Lsa>,
-    end: Option<crate::lsa::Lsa>,
-    on_encrypted: crate::walker::OnEncrypted,
+    from: Option<crate::format::lsa::Lsa>,
+    end: Option<crate::format::lsa::Lsa>,
+    on_encrypted: crate::log::walker::OnEncrypted,
 ) -> Result<(Catalog, ClassTracker, Staging)> {
     let (mut catalog, mut tracker, mut staging) = seed;
     // A start given by a checkpoint must be a record's (the checkpoint may come from a file).
-    let mut w = crate::walker::Walker::checked(log.clone(), from, end, on_encrypted)?;
+    let mut w = crate::log::walker::Walker::checked(log.clone(), from, end, on_encrypted)?;
     while let Some(rec) = w.next_record()? {
         if rec.trid <= 0 {
             continue;
@@ -749,7 +751,7 @@ pub fn learn_from(
 /// from `at` only (a checkpoint is at or before the cursor's restart point).
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct CatalogCheckpoint {
-    pub at: crate::lsa::Lsa,
+    pub at: crate::format::lsa::Lsa,
     pub db_creation: i64,
     pub catalog: Catalog,
     pub tracker: ClassTracker,
@@ -778,7 +780,7 @@ impl CatalogCheckpoint {
     }
 
     /// The checkpoint can seed a stream of `log` that starts at `start`.
-    pub fn check(&self, log: &LogSet, start: crate::lsa::Lsa) -> Result<()> {
+    pub fn check(&self, log: &LogSet, start: crate::format::lsa::Lsa) -> Result<()> {
         let bad = |msg: String| Err(crate::error::LogError::InvalidArgument { msg });
         if self.db_creation != log.db_creation {
             return bad(format!(
@@ -797,8 +799,8 @@ impl CatalogCheckpoint {
     pub fn learn_until(
         &self,
         log: &std::sync::Arc<LogSet>,
-        end: Option<crate::lsa::Lsa>,
-        on_encrypted: crate::walker::OnEncrypted,
+        end: Option<crate::format::lsa::Lsa>,
+        on_encrypted: crate::log::walker::OnEncrypted,
     ) -> Result<(Catalog, ClassTracker, Staging)> {
         let seed = (self.catalog.clone(), self.tracker.clone(), self.staging.clone());
         if end == Some(self.at) {
@@ -825,7 +827,7 @@ mod checkpoint_tests {
         let mut catalog = Catalog::default();
         catalog.add_columns(Oid { pageid: 7, slotid: 1, volid: 0 }, "t", Some(0), Vec::new());
         let cp = CatalogCheckpoint {
-            at: crate::lsa::Lsa::new(12, 40),
+            at: crate::format::lsa::Lsa::new(12, 40),
             db_creation: 99,
             catalog,
             tracker: ClassTracker::default(),

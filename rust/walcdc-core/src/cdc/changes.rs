@@ -6,23 +6,23 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, BufWriter, Write};
 use std::sync::Arc;
 
-use crate::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
-pub use crate::cdc::event::*;
+use crate::cdc::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
+use crate::cdc::chase::Image;
+use crate::cdc::event::{Cursor, Event, Op, Pending, Typed};
 use crate::cdc::extract::{self, Extractor};
 use crate::cdc::framed::Framed;
+use crate::cdc::options::{ChangeOptions, DdlScope, ImageMode, OnPartial};
+use crate::cdc::parallel::{CatalogAsOf, CatalogVersions};
 use crate::cdc::spill::{read_event, write_event};
 use crate::cdc::txn::{merge_ranges, undone, Spill, Txn};
-use crate::chase::Image;
 use crate::error::{LogError, Result};
-pub use crate::log::positions::{find_lsa, min_archive_needed};
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::parallel::{CatalogAsOf, CatalogVersions};
-use crate::rcvindex::*;
-use crate::record::Record;
-use crate::rectype::*;
-use crate::supplemental::{self, Oid, Supplement};
-use crate::walker::{OnEncrypted, Walker};
+use crate::format::lsa::Lsa;
+
+use crate::format::rectype::*;
+use crate::format::supplemental::{self, Oid, Supplement};
+use crate::log::logset::LogSet;
+use crate::log::record::Record;
+use crate::log::walker::{OnEncrypted, Walker};
 
 /// What a change reader knows at a record boundary: the catalog (committed classes, the
 /// class-record tracker, class changes of transactions still open) and the open transactions
@@ -160,7 +160,7 @@ struct RangeRead {
     /// needed: many ranges never read back).
     chase: Option<CatalogAsOf>,
     versions: Arc<CatalogVersions>,
-    user: Vec<crate::parallel::UserSchema>,
+    user: Vec<crate::cdc::options::UserSchema>,
     /// The stream's start (where user-given schemas join the catalog).
     start: Option<Lsa>,
     /// The stream's first record: the chase never reads before it (the one-pass reader
@@ -612,12 +612,12 @@ impl ChangeReader {
     }
 
     /// Why the walk ended, once it has.
-    pub fn end_reason(&self) -> Option<crate::walker::EndReason> {
+    pub fn end_reason(&self) -> Option<crate::log::walker::EndReason> {
         self.walker.end_reason
     }
 
     /// Runs of encrypted pages skipped so far (with `on_encrypted = Skip`).
-    pub fn skipped(&self) -> &[crate::walker::SkippedRange] {
+    pub fn skipped(&self) -> &[crate::log::walker::SkippedRange] {
         &self.walker.skipped
     }
 
@@ -627,7 +627,7 @@ impl ChangeReader {
     }
 
     /// Readable records past a torn end of a crashed log (see `Walker::beyond_end`).
-    pub fn beyond_end(&self) -> Option<crate::walker::BeyondEnd> {
+    pub fn beyond_end(&self) -> Option<crate::log::walker::BeyondEnd> {
         self.walker.beyond_end
     }
 
@@ -857,7 +857,7 @@ impl ChangeReader {
             LOG_COMMIT => self.on_end(rec, true)?,
             LOG_ABORT => self.on_end(rec, false)?,
             _ => {
-                if is_mvcc_dml(rec) {
+                if rec.is_mvcc_dml() {
                     txn.mvcc_dml = true;
                 }
             }
@@ -1398,12 +1398,6 @@ impl ChangeReader {
     fn keep_wanted_images(&self, e: &mut Event) {
         keep_wanted_images(self.opts.mode, e)
     }
-}
-
-/// An MVCC change of a heap row (user tables; DDL changes the catalog's own rows too).
-pub fn is_mvcc_dml(rec: &Record) -> bool {
-    matches!(rec.rectype, LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA | LOG_MVCC_UNDO_DATA)
-        && matches!(rec.rcvindex(), Some(RVHF_MVCC_INSERT | RVHF_MVCC_DELETE_REC_HOME | RVHF_UPDATE_NOTIFY_VACUUM))
 }
 
 /// The candidate event of a DML supplement, or `None` when the options filter it out (trigger,

@@ -2,15 +2,15 @@
 //! hold the row's before and after images, and the images rebuilt as the heap holds them.
 
 use crate::error::{LogError, Result};
-use crate::le;
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::rcvindex::*;
-use crate::record::Record;
-use crate::rectype::*;
-use crate::supplemental::{self, DmlKind, DmlSupplement, Oid};
-
 use crate::format::heap::{self, MVCC_FLAG_DELID, MVCC_FLAG_INSID, MVCC_FLAG_PREV_VERSION};
+use crate::format::le;
+use crate::format::lsa::Lsa;
+use crate::format::rcvindex::*;
+use crate::format::rectype::*;
+use crate::format::supplemental::{self, DmlKind, DmlSupplement, Oid};
+use crate::log::logset::LogSet;
+use crate::log::record::Record;
+
 pub use crate::format::heap::{REC_ASSIGN_ADDRESS, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION, REC_UNKNOWN};
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;

@@ -1,17 +1,14 @@
-//! Change events and the options of a change stream: what an event is, what a reader is
-//! asked for, and where a stream stands (cursor, pending transactions).
+//! Change events: what an event is, and where a stream stands (cursor, pending transactions).
+//! What a reader is asked for is in [`crate::cdc::options`].
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::catalog::{self, KeyMode};
-use crate::chase::Image;
+use crate::cdc::chase::Image;
 use crate::error::{LogError, Result};
-use crate::lsa::Lsa;
-use crate::record::Record;
-use crate::row::Value;
-use crate::supplemental::{DdlSupplement, Oid};
-use crate::walker::OnEncrypted;
+use crate::format::lsa::Lsa;
+use crate::format::row::RowValues;
+use crate::format::supplemental::{DdlSupplement, Oid};
+use crate::log::record::Record;
 
 /// What an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -52,36 +49,6 @@ impl Op {
             .ok_or_else(|| LogError::InvalidArgument { msg: format!("unknown operation {s:?}") })
     }
 }
-
-/// Which row images an event carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum ImageMode {
-    /// No images (identities only: class, row OID, LSAs).
-    Id,
-    Before,
-    After,
-    #[default]
-    Full,
-}
-
-impl ImageMode {
-    /// Whether the mode keeps the (before, after) images.
-    pub fn images(self) -> (bool, bool) {
-        match self {
-            ImageMode::Id => (false, false),
-            ImageMode::Before => (true, false),
-            ImageMode::After => (false, true),
-            ImageMode::Full => (true, true),
-        }
-    }
-}
-
-crate::choices!(ImageMode, "mode", {
-    "id" => ImageMode::Id,
-    "before" => ImageMode::Before,
-    "after" => ImageMode::After,
-    "full" => ImageMode::Full,
-});
 
 /// One change event.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -146,26 +113,6 @@ pub struct Typed {
     pub after_values: Option<RowValues>,
 }
 
-/// A decoded row: `(attribute id, value)` in the storage order of its representation.
-#[derive(Clone, Debug, Default)]
-pub struct RowValues(pub Vec<(i32, Value)>);
-
-impl RowValues {
-    /// The value of attribute `id` (None when the row's representation has no such attribute).
-    pub fn get(&self, id: i32) -> Option<&Value> {
-        self.0.iter().find(|(a, _)| *a == id).map(|(_, v)| v)
-    }
-}
-
-impl PartialEq for RowValues {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.len() == other.0.len()
-            && self.0.iter().zip(&other.0).all(|(a, b)| a.0 == b.0 && crate::row::same_value(&a.1, &b.1))
-    }
-}
-
-impl Eq for RowValues {}
-
 impl Event {
     pub(crate) fn at(rec: &Record, op: Op) -> Event {
         let mut e = Event::new(rec.lsa, rec.trid, op);
@@ -226,7 +173,7 @@ pub struct Cursor {
 
 impl Cursor {
     /// The cursor can resume a stream of `log` (its database) of this kind.
-    pub fn check(&self, log: &crate::logset::LogSet, committed_only: bool) -> Result<()> {
+    pub fn check(&self, log: &crate::log::logset::LogSet, committed_only: bool) -> Result<()> {
         if self.db_creation != log.db_creation {
             return Err(LogError::InvalidArgument {
                 msg: format!(
@@ -260,168 +207,4 @@ pub struct Pending {
     /// `LOG_COMMIT_WITH_POSTPONE` was written: the transaction is durable and recovery will
     /// complete its commit.
     pub committed_with_postpone: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OnError {
-    #[default]
-    Raise,
-    /// Emit the event without images, with the reason in `error`.
-    Skip,
-}
-
-crate::choices!(OnError, "on_error", { "raise" => OnError::Raise, "skip" => OnError::Skip });
-
-/// What becomes of a transaction whose first record lies before the log set's oldest volume
-/// (an older archive was deleted): its events there are lost, so it is never passed off as
-/// complete. Either way it is counted (`ChangeStats::partial_transactions`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OnPartial {
-    /// Leave its events out.
-    #[default]
-    Skip,
-    /// Emit the events the log still holds, marked `partial`.
-    Emit,
-}
-
-crate::choices!(OnPartial, "on_partial", { "skip" => OnPartial::Skip, "emit" => OnPartial::Emit });
-
-/// Which DDL events a table filter keeps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DdlScope {
-    /// DDL on the tables the filter selects (table-less DDL such as `CREATE SERIAL` or
-    /// `CREATE USER` only when no table filter is given).
-    #[default]
-    Matching,
-    /// DDL on the selected tables and every table-less DDL.
-    All,
-}
-
-crate::choices!(DdlScope, "include_ddl", { "matching" => DdlScope::Matching, "all" => DdlScope::All });
-
-/// What `read_changes` reads and how.
-#[derive(Clone, Debug)]
-pub struct ChangeOptions {
-    pub start: Option<Lsa>,
-    pub end: Option<Lsa>,
-    /// Committed work only, in commit order (default); otherwise CUBRID's own CDC stream.
-    pub committed_only: bool,
-    pub mode: ImageMode,
-    /// Only these classes (CDC OID packing); `None` = all.
-    pub tables: Option<HashSet<u64>>,
-    pub exclude_tables: HashSet<u64>,
-    /// Only these users (compared case-insensitively); `None` = all.
-    pub users: Option<Vec<String>>,
-    /// Only these operations; `None` = insert, update, delete, ddl (plus commit, abort and
-    /// timer markers in the engine-compatible stream).
-    pub ops: Option<HashSet<Op>>,
-    pub include_trigger: bool,
-    pub cursor: Option<Cursor>,
-    /// Buffered events past this many bytes spill to a temporary file.
-    pub memory_limit: usize,
-    pub on_error: OnError,
-    pub on_encrypted: OnEncrypted,
-    /// Transactions begun before the oldest volume.
-    pub on_partial: OnPartial,
-    /// Decode images to typed values (`before`/`after` JSON, changed columns); the table name
-    /// is filled either way.
-    pub decode: bool,
-    /// The keys of typed rows' JSON: names then, names now, or attribute ids.
-    pub keys: KeyMode,
-    /// Decode images to column values by attribute id (`Typed::before_values` / `after_values`)
-    /// for a typed table builder, instead of JSON; key and changed columns are then left to
-    /// the builder, which knows the table's columns.
-    pub values: bool,
-    /// Which DDL a table filter keeps.
-    pub include_ddl: DdlScope,
-    /// Replace passwords in DDL statements with `***`.
-    pub redact: bool,
-    /// Schemas of tables whose class records are not in the log (a schema file).
-    pub user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
-    /// Follow a live log: the reader stops where the written log ends for now, keeping what it
-    /// knows, and goes on in a later snapshot of the log ([`crate::changes::ChangeReader::refresh`]).
-    pub follow: bool,
-    /// What the class records said at or before the start (kept beside a cursor): the tables
-    /// defined before the start are learned from it instead of from the beginning of the log.
-    pub checkpoint: Option<std::sync::Arc<catalog::CatalogCheckpoint>>,
-    /// Log between two catalog checkpoints the reader takes for its cursors: a stream resumed
-    /// from a cursor walks about this much at most before its restart point.
-    pub checkpoint_every: u64,
-    /// Filters that narrow what is built, not what the stream is (see [`Narrowing`]).
-    pub narrow: Narrowing,
-}
-
-/// Filters a query engine pushes into a read (`where table = … and op in (…)`) that must not
-/// change the rows that pass them: an event they reject still takes its place in its
-/// transaction (`txn_seq`, markers) but is not emitted, and no image is read for it when its
-/// place does not depend on the chase. The rows that pass are those of the whole stream that
-/// pass, value for value. Table filters match a partition by its partitioned table too; rows
-/// with no table (markers, table-less DDL, timers) fail a table filter.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Narrowing {
-    /// Only these classes (CDC OID packing); `None` = all.
-    pub tables: Option<HashSet<u64>>,
-    /// Only these operations; `None` = all.
-    pub ops: Option<HashSet<Op>>,
-}
-
-impl Narrowing {
-    pub fn is_none(&self) -> bool {
-        self.tables.is_none() && self.ops.is_none()
-    }
-
-    /// Whether a row of `class` (None: a row with no table) and `op` passes.
-    pub fn passes(&self, catalog: &catalog::Catalog, class: Option<Oid>, op: Op) -> bool {
-        self.op_may_pass(op, false) && self.class_passes(catalog, class)
-    }
-
-    /// Whether a row of `class` (None: a row with no table) passes the table filter.
-    pub fn class_passes(&self, catalog: &catalog::Catalog, class: Option<Oid>) -> bool {
-        match (&self.tables, class) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(t), Some(c)) => [c, catalog.root(c)].iter().any(|o| t.contains(&o.to_cdc())),
-        }
-    }
-
-    /// Whether `op` passes, or (`or_insert`) could once the chase has said whether an update
-    /// is an insert.
-    pub fn op_may_pass(&self, op: Op, or_insert: bool) -> bool {
-        self.ops.as_ref().is_none_or(|o| o.contains(&op) || (or_insert && o.contains(&Op::Insert)))
-    }
-}
-
-impl ChangeOptions {
-    /// Whether events of `op` are asked for.
-    pub fn wants(&self, op: Op) -> bool {
-        match &self.ops {
-            Some(set) => set.contains(&op),
-            None => match op {
-                Op::Insert | Op::Update | Op::Delete | Op::Ddl => true,
-                Op::Commit | Op::Abort | Op::Timer => !self.committed_only,
-            },
-        }
-    }
-
-    /// Whether changes of `class` (a table, or a partition of one, matched by its partitioned
-    /// table too) pass the table filters, with `catalog` as of the change. (Names are resolved
-    /// to class OIDs by the caller.)
-    pub fn class_passes(&self, catalog: &catalog::Catalog, class: Oid) -> bool {
-        let root = catalog.root(class);
-        let oids = [class.to_cdc(), root.to_cdc()];
-        if oids.iter().any(|o| self.exclude_tables.contains(o)) {
-            return false;
-        }
-        self.tables.as_ref().is_none_or(|t| oids.iter().any(|o| t.contains(o)))
-    }
-
-    /// Whether a transaction of `user` passes the user filter (an unknown user passes only
-    /// when there is none).
-    pub fn user_passes(&self, user: Option<&str>) -> bool {
-        match (&self.users, user) {
-            (None, _) => true,
-            (Some(list), Some(u)) => list.iter().any(|x| x.eq_ignore_ascii_case(u)),
-            (Some(_), None) => false,
-        }
-    }
 }

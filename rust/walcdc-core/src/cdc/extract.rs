@@ -3,13 +3,13 @@
 //! chased. No transaction state and no catalog: whether the event counts (commit, rollback),
 //! whose it is and which table it names are decided by the caller — the change reader, or a
 //! task that sees only its own range of the log.
-
-use crate::changes::{Event, OnError, Op};
-use crate::chase;
+use crate::cdc::chase;
+use crate::cdc::event::{Event, Op};
+use crate::cdc::options::OnError;
 use crate::error::{LogError, Result};
-use crate::logset::LogSet;
-use crate::record::Record;
-use crate::supplemental::{self, DdlSupplement, DmlKind, DmlSupplement, Supplement};
+use crate::format::supplemental::{self, DdlSupplement, DmlKind, DmlSupplement, Supplement};
+use crate::log::logset::LogSet;
+use crate::log::record::Record;
 
 /// Reusable buffers for decoding supplemental payloads.
 #[derive(Default)]
@@ -31,7 +31,7 @@ impl Extractor {
 /// for user transactions only, so this is damage, which is said rather than skipped (skipping
 /// would lose the change it stands for without a trace).
 pub fn check_system_record(log: &LogSet, rec: &Record) -> Result<()> {
-    if rec.trid <= 0 && rec.rectype == crate::rectype::LOG_SUPPLEMENTAL_INFO {
+    if rec.trid <= 0 && rec.rectype == crate::format::rectype::LOG_SUPPLEMENTAL_INFO {
         return Err(LogError::corrupt(
             &log.set_name(),
             rec.lsa,
@@ -88,7 +88,7 @@ pub fn dml_event(
 /// A DDL candidate event; passwords in the statement redacted when asked.
 pub fn ddl_event(rec: &Record, mut ddl: DdlSupplement, redact: bool) -> Event {
     if redact {
-        if let std::borrow::Cow::Owned(r) = crate::redact::redact_secrets(&ddl.statement) {
+        if let std::borrow::Cow::Owned(r) = crate::cdc::redact::redact_secrets(&ddl.statement) {
             ddl.statement = r;
         }
     }

@@ -1,5 +1,5 @@
 //! What the ranges of a plan (Spark tasks, each reading its range once with
-//! [`crate::changes::ChangeReader::for_range`]) need that no range knows alone: the catalog.
+//! [`crate::cdc::changes::ChangeReader::for_range`]) need that no range knows alone: the catalog.
 //!
 //! A range reports *facts* — transaction starts and ends, undone ranges, users, writes of the
 //! heap and overflow pages class records live in ([`range_facts`]) — and reduces them where
@@ -15,16 +15,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::catalog::{self, Catalog, CatalogCheckpoint, ClassChange, ClassTracker, Staging, UserColumn};
+use crate::cdc::catalog::{self, Catalog, CatalogCheckpoint, ClassChange, ClassTracker, Staging};
+use crate::cdc::extract::Extractor;
 use crate::cdc::framed::Framed;
-use crate::changes;
+use crate::cdc::options::UserSchema;
 use crate::error::{LogError, Result};
-use crate::extract::Extractor;
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::rectype::*;
-use crate::supplemental::{self, Oid, Supplement};
-use crate::walker::{BeyondEnd, OnEncrypted, SkippedRange, Walker};
+use crate::format::lsa::Lsa;
+use crate::format::rectype::*;
+use crate::format::supplemental::{self, Supplement};
+use crate::log::logset::LogSet;
+use crate::log::walker::{BeyondEnd, OnEncrypted, SkippedRange, Walker};
 
 /// What a fact says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +92,7 @@ pub struct Fact {
 }
 
 impl Fact {
-    fn new(kind: FactKind, rec: &crate::record::Record) -> Fact {
+    fn new(kind: FactKind, rec: &crate::log::record::Record) -> Fact {
         Fact { kind, trid: rec.trid, lsa: rec.lsa, vol: rec.vol, lo: None, time: None, user: None, class_record: false }
     }
 }
@@ -182,7 +182,7 @@ pub fn range_facts(
                 seen.remove(&rec.trid);
             }
             _ => {
-                if changes::is_mvcc_dml(&rec) && mvcc.insert(rec.trid) {
+                if rec.is_mvcc_dml() && mvcc.insert(rec.trid) {
                     out.facts.push(Fact::new(FactKind::MvccDml, &rec));
                 }
             }
@@ -553,7 +553,7 @@ impl CatalogVersions {
                 }
                 CatalogInput::Record { lsa, end } => (lsa, end),
             };
-            crate::walker::validate_record_start(log, lsa)?;
+            crate::log::walker::validate_record_start(log, lsa)?;
             let rec = log.record_at(lsa)?;
             if rec.trid <= 0 {
                 continue;
@@ -622,9 +622,6 @@ impl CatalogVersions {
         VERSIONS_BYTES.decode(bytes)
     }
 }
-
-/// A user-given table schema (see `ChangeOptions::user_schemas`).
-pub type UserSchema = (Oid, String, Option<i32>, Vec<UserColumn>);
 
 /// The catalog as of an LSA, moved forward cheaply (a request for an earlier LSA rebuilds it).
 /// User-given schemas join it where the log's class records before the stream's start know
@@ -711,7 +708,8 @@ impl CatalogAsOf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::ClassSchema;
+    use crate::format::schema::ClassSchema;
+    use crate::format::supplemental::Oid;
 
     fn upsert(name: &str, pageid: i32) -> ClassChange {
         let oid = Oid { pageid, slotid: 1, volid: 0 };

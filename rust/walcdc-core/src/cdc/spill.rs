@@ -4,10 +4,10 @@
 use std::io::{Read, Write};
 use std::sync::Arc;
 
-use crate::changes::{Event, Op};
-use crate::chase::Image;
-use crate::lsa::Lsa;
-use crate::supplemental::{DdlSupplement, Oid};
+use crate::cdc::chase::Image;
+use crate::cdc::event::{Event, Op};
+use crate::format::lsa::Lsa;
+use crate::format::supplemental::{DdlSupplement, Oid};
 
 fn put_bytes(w: &mut impl Write, b: &[u8]) -> std::io::Result<()> {
     w.write_all(&(b.len() as u32).to_le_bytes())?;

@@ -4,8 +4,8 @@
 use std::io::BufWriter;
 use std::sync::Arc;
 
-use crate::changes::Event;
-use crate::lsa::Lsa;
+use crate::cdc::event::Event;
+use crate::format::lsa::Lsa;
 
 /// Events of one transaction that did not fit the memory bound, in a temporary file.
 pub(crate) struct Spill {

@@ -3,7 +3,7 @@
 //! order (heap records, `or_pack` streams). The plain readers are for bytes the caller has
 //! checked exist; the `*_checked` ones return `None` past the end.
 
-use crate::lsa::Lsa;
+use crate::format::lsa::Lsa;
 
 pub fn i16_at(b: &[u8], o: usize) -> i16 {
     i16::from_le_bytes([b[o], b[o + 1]])

@@ -2,6 +2,7 @@
 //! headers and checksums, the record-type and recovery-index tables, supplemental payloads,
 //! class records (schemas) and heap rows.
 
+pub mod class_record;
 pub mod heap;
 pub mod le;
 pub mod lsa;

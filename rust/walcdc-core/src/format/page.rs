@@ -1,6 +1,6 @@
 //! Log pages: the 16-byte page header, the sampled CRC-32 checksum, TDE flags, 0xFF blocks.
 
-use crate::le;
+use crate::format::le;
 
 /// `sizeof(LOG_HDRPAGE)`.
 pub const PAGE_HEADER_SIZE: usize = 16;

@@ -1,7 +1,7 @@
 //! Record types (`LOG_RECTYPE`): names, data-header sizes and where each type keeps its
 //! payload lengths.
 
-use crate::le::i32_at;
+use crate::format::le::i32_at;
 
 /// Where a record type keeps its payload lengths (byte offsets into its data header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use std::ops::Range;
 
 use crate::format::heap;
-use crate::schema::{db_type, Domain, Representation};
-use crate::supplemental::Oid;
+use crate::format::schema::{db_type, Domain, Representation};
+use crate::format::supplemental::Oid;
 
 /// One column value.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,7 +147,7 @@ const UNIX_EPOCH_JDN: i64 = 2_440_588;
 const GREGORIAN_START_JDN: i64 = 2_299_161;
 const MS_PER_DAY: i64 = 86_400_000;
 
-use crate::le::{
+use crate::format::le::{
     be_i32_checked as be_i32, be_i64_checked as be_i64, be_u16_checked as be_u16, be_u32_checked as be_u32,
     be_u64_checked as be_u64,
 };
@@ -1167,10 +1167,45 @@ pub fn value_text(v: &Value) -> Option<String> {
     })
 }
 
+/// A decoded row: `(attribute id, value)` in the storage order of its representation.
+#[derive(Clone, Debug, Default)]
+pub struct RowValues(pub Vec<(i32, Value)>);
+
+impl RowValues {
+    /// The value of attribute `id` (None when the row's representation has no such attribute).
+    pub fn get(&self, id: i32) -> Option<&Value> {
+        self.0.iter().find(|(a, _)| *a == id).map(|(_, v)| v)
+    }
+}
+
+impl PartialEq for RowValues {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len() && self.0.iter().zip(&other.0).all(|(a, b)| a.0 == b.0 && same_value(&a.1, &b.1))
+    }
+}
+
+impl Eq for RowValues {}
+
+/// Storage order of a new representation (log format §8.3 rules 1–3): `candidates` are the
+/// previous representation's attributes in storage order followed by the added ones (for CREATE
+/// TABLE: the columns in reverse definition order); returns their indexes with the fixed-width
+/// ones first, stable-sorted by alignment (descending) and disk size (ascending), then the
+/// variable-width ones in the given order.
+pub fn storage_order(candidates: &[Domain]) -> Vec<usize> {
+    let (mut fixed, var): (Vec<usize>, Vec<usize>) =
+        (0..candidates.len()).partition(|&i| !is_variable_type(candidates[i].db_type));
+    fixed.sort_by_key(|&i| {
+        let d = &candidates[i];
+        (std::cmp::Reverse(type_alignment(d.db_type)), fixed_disk_size(d).unwrap_or(0))
+    });
+    fixed.extend(var);
+    fixed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::Attribute;
+    use crate::format::schema::Attribute;
 
     fn dom(db_type: i32, precision: i32, scale: i32, codeset: i32) -> Domain {
         Domain { db_type, precision, scale, codeset, ..Default::default() }

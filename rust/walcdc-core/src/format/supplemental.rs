@@ -1,8 +1,8 @@
 //! `LOG_SUPPLEMENTAL_INFO` payloads: the transaction's user, DDL statements, and the DML
 //! records that name the data records holding a change's before and after images.
 
-use crate::le;
-use crate::lsa::Lsa;
+use crate::format::le;
+use crate::format::lsa::Lsa;
 
 pub const TRAN_USER: i32 = 0;
 pub const UNDO_RECORD: i32 = 1;

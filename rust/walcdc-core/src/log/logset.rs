@@ -10,13 +10,12 @@ use std::sync::Mutex;
 use memmap2::Mmap;
 
 use crate::error::{LogError, Result};
-use crate::le::{i16_at, i32_at, i64_at, lsa_at};
-use crate::lsa::Lsa;
-use crate::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
-use crate::source::PageSource;
-
+use crate::format::le::{i16_at, i32_at, i64_at, lsa_at};
+use crate::format::lsa::Lsa;
+use crate::format::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
 #[cfg(feature = "object-store")]
 use crate::log::remote::{self, RemoteFile, StoreOptions, Stores};
+use crate::log::source::{Absent, Fetch, Page, PageSource};
 
 pub const ACTIVE_MAGIC: &[u8] = b"CUBRID/LogActive";
 pub const ARCHIVE_MAGIC: &[u8] = b"CUBRID/LogArchive";
@@ -344,47 +343,6 @@ impl Archive {
 pub struct Active {
     pub vol: usize,
     pub header: ActiveHeader,
-}
-
-/// A fetched page: the page's bytes (borrowed from the mapping) and where they came from.
-#[derive(Clone, Copy)]
-pub struct Page<'a> {
-    pub bytes: &'a [u8],
-    pub header: PageHeader,
-    pub vol: usize,
-    /// The page lies below the active header's `nxarv_pageid`: it has been archived, and the
-    /// end-of-log rules do not apply to it.
-    pub archived: bool,
-}
-
-/// Why a logical page is not available.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Absent {
-    /// Archived (below `nxarv_pageid`), no archive of the set holds it, and the ring slot was
-    /// reused.
-    ArchiveMissing,
-    /// The ring slot (or the archive page) holds another logical page (or was never written).
-    Overwritten { vol: usize, found: i64 },
-    /// No volume could hold it (beyond the archives given, and no active volume).
-    NoVolume,
-    /// The place that must hold the page holds something no writer put there (a zeroed page,
-    /// or a page id that does not belong in that archive or ring slot).
-    Damaged { vol: usize, physical: i64, found: i64, zeroed: bool },
-}
-
-/// The outcome of fetching one logical page.
-pub enum Fetch<'a> {
-    Ok(Page<'a>),
-    /// TDE-encrypted: the page header is readable, the area is not.
-    Encrypted(Page<'a>),
-    BadChecksum {
-        page: Page<'a>,
-        computed: u32,
-    },
-    Absent(Absent),
-    /// The page could not be read from where it lives (object storage: a request failed after
-    /// its retries, the object is gone or shorter than listed). Never the end of the log.
-    Failed(Box<LogError>),
 }
 
 /// An opened, validated set of log volumes of one database.
@@ -1011,7 +969,7 @@ impl LogSet {
         if header.logical_pageid != pageid {
             let found = header.logical_pageid;
             if self.is_damaged(pageid, physical, bytes) {
-                let zeroed = bytes[..crate::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0);
+                let zeroed = bytes[..crate::format::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0);
                 return Fetch::Absent(Absent::Damaged { vol, physical, found, zeroed });
             }
             if pageid < nxarv && self.archive_for(pageid).is_none() {
@@ -1040,7 +998,7 @@ impl LogSet {
     /// (never a zeroed page).
     fn is_damaged(&self, pageid: i64, physical: i64, bytes: &[u8]) -> bool {
         let found = PageHeader::parse(bytes).logical_pageid;
-        let zeroed = bytes[..crate::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0) && pageid != 0;
+        let zeroed = bytes[..crate::format::page::PAGE_HEADER_SIZE].iter().all(|&b| b == 0) && pageid != 0;
         if self.archive_for(pageid).is_some() {
             return zeroed || found >= 0;
         }

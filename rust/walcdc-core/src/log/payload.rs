@@ -2,12 +2,12 @@
 //! otherwise; LZ4 unzip (`[u32 original length][raw LZ4 block]`) and DIFF redo reconstruction.
 
 use crate::error::{LogError, Result};
-use crate::le;
-use crate::logset::LogSet;
-use crate::page::PAGE_HEADER_SIZE;
-use crate::record::{Payload, Record};
-use crate::rectype::is_diff;
-use crate::source::PageSource;
+use crate::format::le;
+use crate::format::page::PAGE_HEADER_SIZE;
+use crate::format::rectype::is_diff;
+use crate::log::logset::LogSet;
+use crate::log::record::{Payload, Record};
+use crate::log::source::PageSource;
 
 /// LZ4 cannot expand data by more than this factor; a larger "original length" is a lie.
 const LZ4_MAX_RATIO: u64 = 255;

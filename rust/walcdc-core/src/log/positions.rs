@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use crate::error::Result;
-use crate::logset::LogSet;
-use crate::lsa::Lsa;
-use crate::rectype::{LOG_ABORT, LOG_COMMIT, LOG_DUMMY_HA_SERVER_STATE};
-use crate::walker::{OnEncrypted, Walker};
+use crate::format::lsa::Lsa;
+use crate::format::rectype::{LOG_ABORT, LOG_COMMIT, LOG_DUMMY_HA_SERVER_STATE};
+use crate::log::logset::LogSet;
+use crate::log::walker::{OnEncrypted, Walker};
 
 /// Time to LSA, as CUBRID's `cdc_find_lsa` does it: the first commit, abort or HA-state record
 /// with a time at or after `time` (seconds). Returns the LSA and whether no such record exists

@@ -4,8 +4,9 @@
 //! starts in, and the last range runs to the true end of the log (past a crashed log's stale
 //! header).
 
-use crate::logset::{Fetch, LogSet};
-use crate::lsa::Lsa;
+use crate::format::lsa::Lsa;
+use crate::log::logset::LogSet;
+use crate::log::source::Fetch;
 
 /// The records that start at or after `start` (None: the first record of the set) and before
 /// `end` (None: the end of the log).
@@ -66,8 +67,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::walker::{OnEncrypted, Walker};
-    use crate::writer::{DataFields, LogWriter, WriterConfig};
+    use crate::log::walker::{OnEncrypted, Walker};
+    use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
 
     fn lsas(log: &Arc<LogSet>, r: Range) -> Vec<Lsa> {
         Walker::new(log.clone(), r.start, r.end, OnEncrypted::Raise).unwrap().map(|x| x.unwrap().lsa).collect()
@@ -82,7 +83,8 @@ mod tests {
         for i in 0..600usize {
             let body = vec![i as u8; if i % 50 == 0 { 9000 } else { 40 + i % 300 }];
             let fields = DataFields { rcvindex: 1, ..DataFields::default() };
-            w.append(1 + (i % 3) as i32, crate::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false).unwrap();
+            w.append(1 + (i % 3) as i32, crate::format::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false)
+                .unwrap();
         }
         let dir = tempfile::tempdir().unwrap();
         w.finish(dir.path()).unwrap();

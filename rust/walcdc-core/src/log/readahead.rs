@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::logset::LogSet;
+use crate::log::logset::LogSet;
 
 /// Pages asked for in one call: small enough that the walk soon finds the first ones read.
 const CHUNK_BYTES: i64 = 4 << 20;

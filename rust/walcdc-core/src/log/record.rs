@@ -2,12 +2,13 @@
 //! redo payloads lie, following the writer's placement rules exactly.
 
 use crate::error::{LogError, Result};
-use crate::le::{i16_at, i32_at, i64_at, lsa_at};
-use crate::logset::{Absent, Fetch, LogSet, Page};
-use crate::lsa::Lsa;
-use crate::page::PAGE_HEADER_SIZE;
-use crate::rectype::{self, *};
-use crate::source::PageSource;
+use crate::format::le::{i16_at, i32_at, i64_at, lsa_at};
+use crate::format::lsa::Lsa;
+use crate::format::page::PAGE_HEADER_SIZE;
+use crate::format::rectype::{self, *};
+use crate::log::logset::LogSet;
+use crate::log::source::PageSource;
+use crate::log::source::{Absent, Fetch, Page};
 
 /// `sizeof(LOG_RECORD_HEADER)`.
 pub const RECORD_HEADER_SIZE: usize = 32;
@@ -75,6 +76,13 @@ impl Record {
         }
     }
 
+    /// An MVCC change of a heap row (user tables; DDL changes the catalog's own rows too).
+    pub fn is_mvcc_dml(&self) -> bool {
+        use crate::format::rcvindex::{RVHF_MVCC_DELETE_REC_HOME, RVHF_MVCC_INSERT, RVHF_UPDATE_NOTIFY_VACUUM};
+        matches!(self.rectype, LOG_MVCC_UNDOREDO_DATA | LOG_MVCC_DIFF_UNDOREDO_DATA | LOG_MVCC_UNDO_DATA)
+            && matches!(self.rcvindex(), Some(RVHF_MVCC_INSERT | RVHF_MVCC_DELETE_REC_HOME | RVHF_UPDATE_NOTIFY_VACUUM))
+    }
+
     /// `(volid, pageid, offset)` of the data page a page update touched.
     pub fn data_page(&self) -> Option<(i16, i32, i16)> {
         has_log_data(self.rectype).then(|| (i16_at(&self.dh, 10), i32_at(&self.dh, 4), i16_at(&self.dh, 8)))
@@ -82,8 +90,8 @@ impl Record {
 
     /// The heap slot a heap-file record addresses, as an OID (the heap manager may OR the flag
     /// `HEAP_RV_FLAG_VACUUM_STATUS_CHANGE` 0x8000 into the slot id; it is masked off).
-    pub fn data_oid(&self) -> Option<crate::supplemental::Oid> {
-        self.data_page().map(|(volid, pageid, offset)| crate::supplemental::Oid {
+    pub fn data_oid(&self) -> Option<crate::format::supplemental::Oid> {
+        self.data_page().map(|(volid, pageid, offset)| crate::format::supplemental::Oid {
             pageid,
             slotid: offset & 0x7FFF,
             volid,

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use crate::error::{LogError, Result};
-use crate::le::{i32_at, lsa_at};
+use crate::format::le::{i32_at, lsa_at};
+use crate::format::lsa::Lsa;
+use crate::format::page::PAGE_HEADER_SIZE;
+use crate::log::logset::LogSet;
 use crate::log::readahead::ReadAhead;
-use crate::logset::{Absent, Fetch, LogSet};
-use crate::lsa::Lsa;
-use crate::page::PAGE_HEADER_SIZE;
-use crate::record::{PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
+use crate::log::record::{PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
+use crate::log::source::{Absent, Fetch};
 
 /// What to do when the walk must cross a TDE-encrypted page (no keys are available).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -338,16 +339,17 @@ impl Walker {
     /// or the end marker, and points back to `rec`.
     fn sealed(&self, rec: &Record) -> bool {
         let next = rec.forw_lsa;
-        let area = self.log.page_size - crate::page::PAGE_HEADER_SIZE;
-        if next.is_null() || next.offset < 0 || next.offset as usize + crate::record::RECORD_HEADER_SIZE > area {
+        let area = self.log.page_size - crate::format::page::PAGE_HEADER_SIZE;
+        if next.is_null() || next.offset < 0 || next.offset as usize + crate::log::record::RECORD_HEADER_SIZE > area {
             return false;
         }
         let Fetch::Ok(page) = self.log.fetch(next.pageid) else { return false };
-        let at = crate::page::PAGE_HEADER_SIZE + next.offset as usize;
-        let h = &page.bytes[at..at + crate::record::RECORD_HEADER_SIZE];
-        let rectype = i32_at(h, crate::record::TYPE_AT);
-        lsa_at(h, crate::record::BACK_LSA_AT) == rec.lsa
-            && (rectype == crate::rectype::LOG_END_OF_LOG || crate::rectype::data_header_size(rectype).is_some())
+        let at = crate::format::page::PAGE_HEADER_SIZE + next.offset as usize;
+        let h = &page.bytes[at..at + crate::log::record::RECORD_HEADER_SIZE];
+        let rectype = i32_at(h, crate::log::record::TYPE_AT);
+        lsa_at(h, crate::log::record::BACK_LSA_AT) == rec.lsa
+            && (rectype == crate::format::rectype::LOG_END_OF_LOG
+                || crate::format::rectype::data_header_size(rectype).is_some())
     }
 
     /// Ends a live walk where the written log ends for now.
@@ -634,7 +636,7 @@ pub fn find_end_from(log: &Arc<LogSet>, from: Option<Lsa>) -> Result<EndOfLog> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::writer::{DataFields, LogWriter, WriterConfig};
+    use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
 
     /// Resident bytes of this process's maps of files under `dir` (from /proc/self/smaps).
     fn resident_under(dir: &std::path::Path) -> u64 {
@@ -667,7 +669,7 @@ mod tests {
         let mut n = 0;
         while w.end_lsa().pageid < 4_000 {
             // 64 MiB of log
-            w.append(1, crate::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false).unwrap();
+            w.append(1, crate::format::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false).unwrap();
             n += 1;
         }
         w.finish(dir.path()).unwrap();

@@ -1,10 +1,10 @@
 //! Encoders: the inverse of the decoders, for tests and benchmarks.
 //!
 //! * [`encode_class_record`]: a [`ClassSchema`] as the class record CUBRID stores in the root-class
-//!   heap (`cubrid-class-records.md` §2–3), which [`crate::schema::parse_class_record`] parses back.
+//!   heap (`cubrid-class-records.md` §2–3), which [`crate::format::class_record::parse_class_record`] parses back.
 //! * [`encode_row`] / [`encode_row_with_header`]: column values as a heap record (log format
-//!   §8.2–8.4), which [`crate::row::decode_row`] decodes back.
-//! * [`value_from_json`]: the CDC JSON text forms of [`crate::row::value_json`] read back into a
+//!   §8.2–8.4), which [`crate::format::row::decode_row`] decodes back.
+//! * [`value_from_json`]: the CDC JSON text forms of [`crate::format::row::value_json`] read back into a
 //!   [`Value`] of a domain, so that tests can state rows in the form the change stream reports.
 //!
 //! Layouts follow what the server writes: storage order as given, fixed columns back to back,
@@ -15,9 +15,10 @@
 
 use std::cmp::Reverse;
 
-use crate::row::{self, Value};
-use crate::schema::{db_type, Attribute, ClassSchema, Domain, Representation, ATTFLAG_PRIMARY_KEY};
-use crate::supplemental::Oid;
+use crate::format::class_record::ATTFLAG_PRIMARY_KEY;
+use crate::format::row::{self, Value};
+use crate::format::schema::{db_type, Attribute, ClassSchema, Domain, Representation};
+use crate::format::supplemental::Oid;
 
 type EncResult<T> = std::result::Result<T, String>;
 
@@ -254,11 +255,11 @@ fn fixed_length(r: &Representation) -> usize {
 /// newest first), subclasses and the current attributes in storage order, each with its domain
 /// and (original and current) default.
 ///
-/// [`crate::schema::parse_class_record`] gives back an equal [`ClassSchema`] when the schema is
+/// [`crate::format::class_record::parse_class_record`] gives back an equal [`ClassSchema`] when the schema is
 /// one a class record can express: old representations' attributes take their names, definition
 /// order, primary-key flag and default from the current attribute with the same id
 /// (`attr#<id>`, -1, false and none for attributes no longer current), and defaults are in the
-/// canonical CDC forms of [`crate::row::value_json`]. A default that does not encode for its
+/// canonical CDC forms of [`crate::format::row::value_json`]. A default that does not encode for its
 /// domain is written as NULL (parsed back as none).
 pub fn encode_class_record(schema: &ClassSchema) -> Vec<u8> {
     let empty = Representation { repid: schema.current_repid, attributes: Vec::new(), n_fixed: 0, n_var: 0 };
@@ -959,9 +960,9 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
     Ok(r)
 }
 
-pub use crate::schema::storage_order;
+pub use crate::format::row::storage_order;
 
-pub use crate::schema::db_type_from_name;
+pub use crate::format::schema::db_type_from_name;
 
 // ---------------------------------------------------------------------------------------------
 // CDC JSON text forms → values (the inverse of `row::value_json`)
@@ -1278,7 +1279,7 @@ fn value_from(v: &serde_json::Value, d: &Domain, depth: u32) -> EncResult<Value>
     })
 }
 
-/// Reads a value of domain `d` from its CDC JSON text form ([`crate::row::value_json`]): numbers
+/// Reads a value of domain `d` from its CDC JSON text form ([`crate::format::row::value_json`]): numbers
 /// for integer and floating types, `"123.4500"` NUMERIC, `"$50244.71"` MONETARY, strings (CHAR
 /// with its padding, plain text for NCHAR), `"X'1da1'"` bits, `"YYYY-MM-DD"`, `"HH:MM:SS"`,
 /// `"YYYY-MM-DD HH:MM:SS[.fff]"` with ` UTC` (LTZ) or a fixed offset `+09:00` (TZ: local time at
@@ -1306,8 +1307,8 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::row::{decode_row, decode_value, record_repid, row_layout, value_json};
-    use crate::schema::parse_class_record;
+    use crate::format::class_record::parse_class_record;
+    use crate::format::row::{decode_row, decode_value, record_repid, row_layout, value_json};
 
     fn dom(db_type: i32, precision: i32, scale: i32, codeset: i32) -> Domain {
         Domain { db_type, precision, scale, codeset, ..Domain::default() }
@@ -1619,7 +1620,7 @@ mod tests {
     fn encode_class_record_round_trips() {
         let s = sample_schema();
         let rec = encode_class_record(&s);
-        assert!(crate::schema::looks_like_class_record(&rec));
+        assert!(crate::format::class_record::looks_like_class_record(&rec));
         let back = parse_class_record(s.oid, &rec).unwrap();
         assert_eq!(back, s);
         // A fresh class: representation 1, the empty representation 0, long names and labels,

@@ -2,7 +2,7 @@
 //! state after a clean shutdown. Used for property tests, robustness tests and benchmark data.
 //!
 //! Records are laid out with the same placement functions the reader uses
-//! ([`crate::record::layout`]), so writer and reader cannot drift apart silently: the tests
+//! ([`crate::log::record::layout`]), so writer and reader cannot drift apart silently: the tests
 //! below walk every written log with the reader and compare record by record.
 //!
 //! [`LogWriter::new`] keeps every page in memory until [`LogWriter::finish`], which decides
@@ -19,14 +19,14 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::le::{i32_at, lsa_at};
-use crate::logset::{ACTIVE_HEADER_SIZE, ACTIVE_MAGIC, ARCHIVE_MAGIC, VALID_PAGE_SIZES};
-use crate::lsa::Lsa;
-use crate::page::{set_checksum, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
-use crate::payload::{undo_diff, zip};
-use crate::record::layout::{advance_if_not_fit, align, data_end};
-use crate::record::{Pos, BACK_LSA_AT, FORW_LSA_AT, RECORD_HEADER_SIZE, TRID_AT, TYPE_AT};
-use crate::rectype::*;
+use crate::format::le::{i32_at, lsa_at};
+use crate::format::lsa::Lsa;
+use crate::format::page::{set_checksum, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
+use crate::format::rectype::*;
+use crate::log::logset::{ACTIVE_HEADER_SIZE, ACTIVE_MAGIC, ARCHIVE_MAGIC, VALID_PAGE_SIZES};
+use crate::log::payload::{undo_diff, zip};
+use crate::log::record::layout::{advance_if_not_fit, align, data_end};
+use crate::log::record::{Pos, BACK_LSA_AT, FORW_LSA_AT, RECORD_HEADER_SIZE, TRID_AT, TYPE_AT};
 
 const ZIP_BIT: u32 = 0x8000_0000;
 /// `LOG_PAGE_INIT_VALUE`: new pages, and the gaps the layout rules skip, hold 0xFF.
@@ -873,9 +873,9 @@ fn header_page(page: &mut [u8]) -> &mut [u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::logset::LogSet;
-    use crate::page::{checksum_ok, PageHeader};
-    use crate::walker::{EndReason, OnEncrypted, Walker};
+    use crate::format::page::{checksum_ok, PageHeader};
+    use crate::log::logset::LogSet;
+    use crate::log::walker::{EndReason, OnEncrypted, Walker};
     use std::sync::Arc;
 
     use crate::test_rng::Rng;
@@ -939,11 +939,16 @@ mod tests {
     struct Checked {
         written: WrittenLog,
         set: Arc<LogSet>,
-        recs: Vec<crate::Record>,
+        recs: Vec<crate::log::record::Record>,
         _dir: tempfile::TempDir,
     }
 
-    fn verify(log: &Arc<LogSet>, cfg: &WriterConfig, written: &WrittenLog, want: &[Expect]) -> Vec<crate::Record> {
+    fn verify(
+        log: &Arc<LogSet>,
+        cfg: &WriterConfig,
+        written: &WrittenLog,
+        want: &[Expect],
+    ) -> Vec<crate::log::record::Record> {
         let h = log.header().unwrap().clone();
         let n = cfg.active_pages as i64;
         assert_eq!(log.page_size, cfg.page_size);
@@ -1128,23 +1133,27 @@ mod tests {
         pages: HashMap<i64, Vec<u8>>,
     }
 
-    impl crate::source::PageSource for MemPages {
+    impl crate::log::source::PageSource for MemPages {
         fn page_size(&self) -> usize {
             self.page_size
         }
-        fn fetch(&self, pageid: i64) -> crate::logset::Fetch<'_> {
+        fn fetch(&self, pageid: i64) -> crate::log::source::Fetch<'_> {
             match self.pages.get(&pageid) {
-                Some(b) => crate::logset::Fetch::Ok(crate::logset::Page {
+                Some(b) => crate::log::source::Fetch::Ok(crate::log::source::Page {
                     bytes: b,
                     header: PageHeader::parse(b),
                     vol: 0,
                     archived: false,
                 }),
-                None => crate::logset::Fetch::Absent(crate::logset::Absent::NoVolume),
+                None => crate::log::source::Fetch::Absent(crate::log::source::Absent::NoVolume),
             }
         }
-        fn fetch_error(&self, _f: crate::logset::Fetch<'_>, pageid: i64, lsa: Lsa) -> crate::LogError {
-            crate::LogError::Truncated { file: "memory".into(), lsa: Some(lsa), msg: format!("no page {pageid}") }
+        fn fetch_error(&self, _f: crate::log::source::Fetch<'_>, pageid: i64, lsa: Lsa) -> crate::error::LogError {
+            crate::error::LogError::Truncated {
+                file: "memory".into(),
+                lsa: Some(lsa),
+                msg: format!("no page {pageid}"),
+            }
         }
         fn volume_name(&self, _vol: usize) -> &str {
             "memory"
@@ -1198,20 +1207,20 @@ mod tests {
         let Checked { set, recs, .. } = log.check();
         let mut mem = MemPages { page_size: 4096, pages: HashMap::new() };
         for pageid in set.first_pageid..=recs.last().unwrap().end.pageid {
-            if let crate::logset::Fetch::Ok(p) = set.fetch(pageid) {
+            if let crate::log::source::Fetch::Ok(p) = set.fetch(pageid) {
                 mem.pages.insert(pageid, p.bytes.to_vec());
             }
         }
         let (mut u1, mut r1, mut u2, mut r2) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for rec in &recs {
-            let m = crate::record::parse_record(&mem, rec.lsa).unwrap_or_else(|p| panic!("{}: {p:?}", rec.lsa));
+            let m = crate::log::record::parse_record(&mem, rec.lsa).unwrap_or_else(|p| panic!("{}: {p:?}", rec.lsa));
             assert_eq!(
                 (m.lsa, m.forw_lsa, m.prev_tranlsa, m.trid, m.rectype),
                 (rec.lsa, rec.forw_lsa, rec.prev_tranlsa, rec.trid, rec.rectype)
             );
             assert_eq!(m.data_header(), rec.data_header());
             set.images(rec, &mut u1, &mut r1).unwrap();
-            crate::payload::images(&mem, &m, &mut u2, &mut r2).unwrap();
+            crate::log::payload::images(&mem, &m, &mut u2, &mut r2).unwrap();
             assert_eq!((&u1, &r1), (&u2, &r2), "{}", rec.lsa);
         }
         assert!(recs.len() > 20);
@@ -1231,7 +1240,7 @@ mod tests {
             log.simple(LOG_COMMIT, 0, 0);
             let Checked { set, recs, .. } = log.check();
             assert_eq!(recs[1].lsa, Lsa::new(1, 0));
-            let crate::logset::Fetch::Ok(page) = set.fetch(1) else { panic!("page 1") };
+            let crate::log::source::Fetch::Ok(page) = set.fetch(1) else { panic!("page 1") };
             assert_eq!(page.header.offset, 0);
         }
     }
