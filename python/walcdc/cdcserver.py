@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from walcdc import lsa as L
 from walcdc.errors import LogError
+from walcdc.sinks.loop import Writer, deliver
 
 __all__ = ["CdcServer", "user_line", "load_users"]
 
@@ -293,18 +294,31 @@ class _Handler(socketserver.BaseRequestHandler):
             stream.close()
 
         threading.Thread(target=watch, daemon=True).start()
-        rows = _Rows(self.server.catalog, table)
         try:
-            for batch in stream:
-                out = []
-                for e in batch.select(_EVENT_COLUMNS).to_pylist():
-                    if position is None or (e["commit_lsa"] or 0) > position:
-                        out.extend(rows.lines(e))
-                if out:
-                    self.request.sendall("".join(line + "\n" for line in out).encode())
+            # The client keeps its own position (the last event it read): no cursor is saved.
+            deliver(
+                stream, _ClientWriter(self.request, _Rows(self.server.catalog, table), position)
+            )
         finally:
             stream.close()
             self.server.streams.discard(stream)
+
+
+class _ClientWriter(Writer):
+    """A client's stream on the delivery loop: each batch's events after the client's position
+    as MaxScale's CDC protocol lines, sent with blocking writes (a slow client holds its reader
+    back)."""
+
+    def __init__(self, sock, rows: _Rows, position: Optional[int]):
+        self.sock, self.rows, self.position = sock, rows, position
+
+    def write(self, batch) -> None:
+        out = []
+        for e in batch.select(_EVENT_COLUMNS).to_pylist():
+            if self.position is None or (e["commit_lsa"] or 0) > self.position:
+                out.extend(self.rows.lines(e))
+        if out:
+            self.sock.sendall("".join(line + "\n" for line in out).encode())
 
 
 #: The event columns the rows are made of.

@@ -800,7 +800,8 @@ def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> Non
     With --cursor, a restart goes on after the last batch whose cursor was saved: a crash
     between writing a batch and saving its cursor repeats that batch (at least once).
     """
-    from walcdc.sinks.files import JsonLinesSink
+    from walcdc.sinks.files import AppendWriter
+    from walcdc.sinks.loop import deliver
 
     # What it waits for (a directory with no volume yet, an archive not copied yet), as it
     # happens.
@@ -822,24 +823,10 @@ def follow(paths, output, cursor_file, read, poll_interval, idle_timeout) -> Non
     )
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stream.close())
-    out = open(output, "ab") if output else sys.stdout.buffer  # noqa: SIM115
-    rows = 0
-    try:
-        sink = JsonLinesSink(out, stream.schema, {})
-        for batch in stream:
-            sink.write(batch)
-            out.flush()
-            if output:
-                os.fsync(out.fileno())
-            rows += batch.num_rows
-            if cursor_file:
-                stream.cursor.save(cursor_file)
-        if cursor_file:
-            stream.cursor.save(cursor_file)
-    finally:
-        if output:
-            out.close()
-    click.echo(f"{rows:,} events written; stopped", err=True)
+    writer = AppendWriter(output, stream.schema)
+    save = (lambda cursor: cursor.save(cursor_file)) if cursor_file else None
+    deliver(stream, writer, save)
+    click.echo(f"{writer.rows:,} events written; stopped", err=True)
 
 
 @main.command()

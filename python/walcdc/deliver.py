@@ -61,6 +61,7 @@ import pyarrow as pa
 
 from walcdc import lsa as L
 from walcdc.errors import InvalidArgumentError, OutputError
+from walcdc.sinks.loop import Writer, deliver
 
 __all__ = ["Delivery", "DeliveryQueue", "Metrics", "WebhookSender", "sign"]
 
@@ -554,23 +555,8 @@ class Delivery:
                 **self.read_options,
             )
             self._page_size = walcdc.open_log(self.source).header()["page_size"]
-            for batch in stream:
-                at = stream.cursor
-                self._read_at = at.position or self._read_at
-                self.metrics.add(events_read=batch.num_rows)
-                with self._pending_lock:
-                    if batch.num_rows:
-                        if not self._pending:
-                            self._pending_since = time.monotonic()
-                        self._pending.append(batch)
-                    self._pending_cursor = at
-                    # Batches of the stream end at transaction ends only when the stream
-                    # flushes (a poll's end) or fills; queue whole batches of it.
-                    self._flush(due_only=True)
-                if self._stop.is_set():
-                    break
-            with self._pending_lock:
-                self._flush(due_only=False)
+            # The queue saves each cursor with the batches it covers, in one transaction.
+            deliver(stream, _QueueWriter(self, stream))
         except BaseException as exc:  # surfaced by run()
             self._error = exc
             self._stop.set()
@@ -772,6 +758,37 @@ class Delivery:
         if self._stream is not None:
             self._stream.close()
         self.sender.abort()
+
+
+class _QueueWriter(Writer):
+    """The reader's side of a :class:`Delivery` on the delivery loop: batches gathered, then
+    queued with the cursor after them once they hold ``batch_events`` or waited
+    ``batch_delay`` (the queue's transaction makes them durable and saves the cursor)."""
+
+    def __init__(self, delivery: Delivery, stream):
+        self.delivery, self.stream = delivery, stream
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        d = self.delivery
+        at = self.stream.cursor
+        d._read_at = at.position or d._read_at
+        d.metrics.add(events_read=batch.num_rows)
+        with d._pending_lock:
+            if batch.num_rows:
+                if not d._pending:
+                    d._pending_since = time.monotonic()
+                d._pending.append(batch)
+            d._pending_cursor = at
+            # Batches of the stream end at transaction ends only when the stream flushes (a
+            # poll's end) or fills; queue whole batches of it.
+            d._flush(due_only=True)
+
+    def finish(self, cursor) -> None:
+        with self.delivery._pending_lock:
+            self.delivery._flush(due_only=False)
+
+    def stopped(self) -> bool:
+        return self.delivery._stop.is_set()
 
 
 def _event_time(batch: pa.RecordBatch, i: int) -> Optional[float]:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from walcdc.errors import argument_error
 from walcdc.mirrors.reduce import COMMIT_LSA, COMMIT_TIME, ROW_OID, MirrorError, layout_of
+from walcdc.sinks.loop import Writer, deliver
 
 __all__ = [
     "COMMIT_LSA",
@@ -191,7 +192,6 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
     """One pass: from the saved cursor to the end of the log as it is now."""
     from walcdc.changes import _open_stream
     from walcdc.logset import LogSet, open_log
-    from walcdc.mirrors.reduce import reduce_changes
 
     log = source if isinstance(source, LogSet) and not result.rounds else None
     if log is None:
@@ -225,45 +225,66 @@ def _run(source, root, open_target, commit_every, options, result, on_round) -> 
             chosen["start"] = start
         # Batches of a few thousand rows: the by-table stream fills one per table at a time.
         stream = _open_stream(log, chosen, batch_size=8192, by_table=True, check_users=True)
-        grouped: Dict[int, List[Tuple[Any, Any]]] = {}
-        unknown: Set[str] = set()
-        for tb in stream:
-            if tb.kind == "unknown_schema":
-                unknown.update(str(t) for t in tb.batch.column("table").to_pylist())
-                continue
-            if tb.kind != "table":
-                continue
-            cols = columns.get((tb.class_oid, tb.repid))
-            if cols is None:
-                unknown.add(tb.table)
-                continue
-            layout = layout_of(tb.table, tb.batch.schema.field("after").type, cols)
-            grouped.setdefault(tb.class_oid, []).append((layout, tb.batch))
-        if unknown:
+        writer = _RoundWriter(target, columns, applied, result)
+
+        def save(found) -> None:
+            # A cursor that has passed no commit yet says nothing the saved one lacks.
+            if found.last_commit_lsa is not None:
+                _save_cursor(root, found, options)
+
+        found = deliver(stream, writer, save)
+        result.rounds += 1
+        if found.last_commit_lsa is not None:
+            cursor = result.cursor = found
+        if on_round is not None:
+            on_round(result, end)
+        if last is not None and end == last:
+            return
+
+
+class _RoundWriter(Writer):
+    """One round of a mirror on the delivery loop: a round's changes gathered by table, then
+    each table's reduced and applied in one commit of the target (which records the version it
+    reached: applying the round again after a crash changes nothing). The cursor is saved after
+    the commits, only once it has passed a commit."""
+
+    def __init__(self, target, columns, applied: Dict[int, Optional[int]], result):
+        self.target, self.columns, self.applied, self.result = target, columns, applied, result
+        self.grouped: Dict[int, List[Tuple[Any, Any]]] = {}
+        self.unknown: Set[str] = set()
+
+    def write(self, tb) -> None:
+        if tb.kind == "unknown_schema":
+            self.unknown.update(str(t) for t in tb.batch.column("table").to_pylist())
+            return
+        if tb.kind != "table":
+            return
+        cols = self.columns.get((tb.class_oid, tb.repid))
+        if cols is None:
+            self.unknown.add(tb.table)
+            return
+        layout = layout_of(tb.table, tb.batch.schema.field("after").type, cols)
+        self.grouped.setdefault(tb.class_oid, []).append((layout, tb.batch))
+
+    def finish(self, cursor) -> None:
+        from walcdc.mirrors.reduce import reduce_changes
+
+        if self.unknown:
             raise MirrorError(
-                f"the log does not hold the columns of {', '.join(sorted(unknown))} (created "
-                "before its oldest volume): give schema= (walcdc schema of a log that has "
-                "them), or leave them out with exclude_tables="
+                f"the log does not hold the columns of {', '.join(sorted(self.unknown))} "
+                "(created before its oldest volume): give schema= (walcdc schema of a log "
+                "that has them), or leave them out with exclude_tables="
             )
-        for oid, batches in grouped.items():
+        result, applied = self.result, self.applied
+        for oid, batches in self.grouped.items():
             if oid not in applied:
-                applied[oid] = target.applied(oid)
+                applied[oid] = self.target.applied(oid)
             changes = reduce_changes(oid, batches, applied[oid])
             if changes is None:
                 continue
-            target.apply(changes)
+            self.target.apply(changes)
             applied[oid] = changes.version
             result.commits += 1
             result.rows += changes.rows.num_rows
             result.deleted += changes.gone.num_rows
             result.tables.add(changes.layout.table)
-        result.rounds += 1
-        found = stream.cursor
-        if found.last_commit_lsa is not None:
-            cursor = found
-            _save_cursor(root, cursor, options)
-            result.cursor = cursor
-        if on_round is not None:
-            on_round(result, end)
-        if last is not None and end == last:
-            return

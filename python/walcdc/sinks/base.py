@@ -1,4 +1,5 @@
-"""Targets, the sink interface, and the durable write-then-save-cursor loop."""
+"""Targets, and the writer of one output file or part (:func:`write_stream`) on the delivery
+loop (:mod:`walcdc.sinks.loop`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import pyarrow.compute as pc
 
 from walcdc import lsa as L
 from walcdc.errors import OutputError, argument_error
-from walcdc.sinks.files import SINKS, Sink
+from walcdc.sinks.files import SINKS
+from walcdc.sinks.loop import Writer, deliver
 
 __all__ = ["FORMATS", "SUFFIXES", "Target", "WriteResult", "resolve_target", "write_stream"]
 
@@ -226,6 +228,32 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _open_output(target: Target, temps: List[str]) -> IO[bytes]:
+    """Where a run writes ``target``: the stream itself, or a new temporary file beside the
+    file or in the directory of parts (its path appended to ``temps``)."""
+    if target.kind == "stream":
+        return sys.stdout.buffer if target.path is None else open(target.path, "wb")  # noqa: SIM115
+    directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
+    try:
+        fd = _create_temp(directory, temps)
+    except OSError as exc:
+        raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
+    return os.fdopen(fd, "wb")
+
+
+def run_metadata(info: Dict[str, Any], **more: str) -> Dict[str, str]:
+    """The key/value metadata every file of a run carries (a stream's ``info``), and ``more``."""
+    from walcdc import __version__
+
+    return {
+        "walcdc.version": __version__,
+        "walcdc.database": str(info.get("database") or ""),
+        "walcdc.db_creation": str(info.get("db_creation", "")),
+        "walcdc.stream": "committed" if info.get("committed_only", True) else "engine",
+        **more,
+    }
+
+
 def write_stream(
     stream,
     output,
@@ -239,99 +267,93 @@ def write_stream(
     :func:`resolve_target`), makes it durable, and only then saves the stream's cursor to
     ``cursor_file`` (when given). On any failure the temporary output is removed and the cursor
     is left as it was."""
-    target = resolve_target(output, format, overwrite)
-    info = dict(getattr(stream, "info", {}) or {})
-    committed = info.get("committed_only", True)
-    from walcdc import __version__
+    writer = FileWriter(resolve_target(output, format, overwrite), stream)
+    save = None if cursor_file is None else (lambda cursor: cursor.save(cursor_file))
+    deliver(stream, writer, save, on_batch)
+    writer.result.summary = dict(writer.summary)
+    return writer.result
 
-    metadata = {
-        "walcdc.version": __version__,
-        "walcdc.database": str(info.get("database") or ""),
-        "walcdc.db_creation": str(info.get("db_creation", "")),
-        "walcdc.stream": "committed" if committed else "engine",
-        "walcdc.envelope": str(info.get("envelope") or "none"),
-    }
-    result = WriteResult()
-    summary: Counter = Counter()
-    tmp_path: Optional[str] = None
-    temps: List[str] = []  # created, not yet published: what a failure removes
-    out: Optional[IO[bytes]] = None
-    published = False
-    sink: Optional[Sink] = None
-    try:
-        if target.kind == "stream":
-            out = sys.stdout.buffer if target.path is None else open(target.path, "wb")  # noqa: SIM115
-        else:
-            directory = target.path if target.kind == "parts" else os.path.dirname(target.path)
+
+class FileWriter(Writer):
+    """One output of :func:`write_stream`: a file (written to a temporary file beside it and
+    renamed into place when complete), a new part in a directory, or a stream written
+    through (stdout, a FIFO, a device)."""
+
+    def __init__(self, target: Target, stream):
+        info = dict(getattr(stream, "info", {}) or {})
+        self.target = target
+        self.committed = info.get("committed_only", True)
+        metadata = run_metadata(info, **{"walcdc.envelope": str(info.get("envelope") or "none")})
+        self.result = WriteResult()
+        self.summary: Counter = Counter()
+        self.temps: List[str] = []  # created, not yet published: what a failure removes
+        self.out = _open_output(target, self.temps)
+        self.tmp_path: Optional[str] = self.temps[-1] if self.temps else None
+        try:
+            self.sink = SINKS[target.format](self.out, stream.schema, metadata)
+        except BaseException:
+            self.abort()
+            raise
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        first, last = _positions(batch, self.committed)
+        if self.result.first_lsa is None:
+            self.result.first_lsa = first
+        if last is not None:
+            self.result.last_lsa = last
+        self.result.rows += batch.num_rows
+        _count(batch, self.summary)
+        self.sink.write(batch)
+
+    def finish(self, cursor) -> None:
+        result, target = self.result, self.target
+        result.cursor = cursor
+        self.sink.finish(
+            {
+                "walcdc.events": str(result.rows),
+                "walcdc.first_lsa": L.format_lsa(result.first_lsa) if result.first_lsa else "",
+                "walcdc.last_lsa": L.format_lsa(result.last_lsa) if result.last_lsa else "",
+                "walcdc.cursor": cursor.to_json(),
+            }
+        )
+        self.out.flush()
+        if self.tmp_path is None:
             try:
-                fd = _create_temp(directory, temps)
-            except OSError as exc:
-                raise _error(f"{{}}: cannot write in {directory}: {exc.strerror}") from None
-            tmp_path = temps[-1]
-            out = os.fdopen(fd, "wb")
-        sink = SINKS[target.format](out, stream.schema, metadata)
-        for batch in stream:
-            first, last = _positions(batch, committed)
-            if result.first_lsa is None:
-                result.first_lsa = first
-            if last is not None:
-                result.last_lsa = last
-            result.rows += batch.num_rows
-            _count(batch, summary)
-            sink.write(batch)
-            if on_batch is not None:
-                on_batch(batch)
-        result.cursor = stream.cursor
-        end_meta = {
-            "walcdc.events": str(result.rows),
-            "walcdc.first_lsa": L.format_lsa(result.first_lsa) if result.first_lsa else "",
-            "walcdc.last_lsa": L.format_lsa(result.last_lsa) if result.last_lsa else "",
-            "walcdc.cursor": result.cursor.to_json(),
-        }
-        sink.finish(end_meta)
-        out.flush()
-        if tmp_path is not None:
-            os.fsync(out.fileno())
-            out.close()
-            if target.kind == "parts":
-                if result.rows == 0 or result.first_lsa is None:
-                    os.unlink(tmp_path)
-                    tmp_path = None
-                else:
-                    final = os.path.join(
-                        target.path, _part_name(result.first_lsa, result.last_lsa, target.format)
-                    )
-                    if os.path.exists(final):
-                        raise _error(f"{{}}: {final} exists already (the same events twice?)")
-                    os.replace(tmp_path, final)
-                    tmp_path = None
-                    result.paths.append(final)
-                    _fsync_dir(target.path)
-            else:
-                os.replace(tmp_path, target.path)
-                tmp_path = None
-                result.paths.append(target.path)
-                _fsync_dir(os.path.dirname(target.path))
-        else:
-            try:
-                os.fsync(out.fileno())
+                os.fsync(self.out.fileno())
             except (OSError, ValueError, AttributeError):
                 pass  # pipes and terminals cannot be synced
-        published = True
-    finally:
-        if not published:
-            if sink is not None:
-                sink.abort()
-            if temps and out is not None:
-                try:
-                    out.close()
-                except OSError:
-                    pass
-            _remove(temps)
-        if target.kind == "stream" and target.path is not None and out is not None:
-            out.close()
-    if published and cursor_file is not None:
-        # The output is durable: now the cursor may move past it.
-        result.cursor.save(cursor_file)
-    result.summary = dict(summary)
-    return result
+            self._close_stream()
+            return
+        os.fsync(self.out.fileno())
+        self.out.close()
+        if target.kind == "parts" and (result.rows == 0 or result.first_lsa is None):
+            os.unlink(self.tmp_path)
+            self.tmp_path = None
+            return
+        if target.kind == "parts":
+            name = _part_name(result.first_lsa, result.last_lsa, target.format)
+            final = os.path.join(target.path, name)
+            if os.path.exists(final):
+                raise _error(f"{{}}: {final} exists already (the same events twice?)")
+        else:
+            final = target.path
+        os.replace(self.tmp_path, final)
+        self.tmp_path = None
+        result.paths.append(final)
+        _fsync_dir(target.path if target.kind == "parts" else os.path.dirname(final))
+
+    def abort(self) -> None:
+        sink = getattr(self, "sink", None)
+        if sink is not None:
+            sink.abort()
+        if self.temps:
+            try:
+                self.out.close()
+            except OSError:
+                pass
+            _remove(self.temps)
+        self._close_stream()
+
+    def _close_stream(self) -> None:
+        if self.target.kind == "stream" and self.target.path is not None:
+            self.out.close()

@@ -3,7 +3,9 @@ line, JSON columns as JSON, LSAs also as ``pageid|offset`` text), Arrow IPC stre
 
 from __future__ import annotations
 
-from typing import IO, Dict, List
+import os
+import sys
+from typing import IO, Dict, List, Optional
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -11,6 +13,7 @@ import pyarrow.parquet as pq
 
 from walcdc import _native
 from walcdc.envelope import lsa_text
+from walcdc.sinks.loop import Writer
 
 __all__ = ["ParquetSink", "JsonLinesSink", "ArrowSink"]
 
@@ -102,6 +105,37 @@ class ArrowSink(Sink):
 
     def finish(self, metadata: Dict[str, str]) -> None:
         self._writer.close()
+
+
+class AppendWriter(Writer):
+    """JSON lines appended to a file (or written to stdout) as a followed log is read: each
+    batch is flushed and synced before the cursor after it is saved, so that a restart goes
+    on after the last batch saved (a crash between the two repeats that batch)."""
+
+    checkpoint_each_batch = True
+
+    def __init__(self, path: Optional[str], schema: pa.Schema):
+        self.path = path
+        self.out = open(path, "ab") if path else sys.stdout.buffer  # noqa: SIM115
+        self.sink = JsonLinesSink(self.out, schema, {})
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self.sink.write(batch)
+        self.rows += batch.num_rows
+
+    def durable(self) -> None:
+        self.out.flush()
+        if self.path:
+            os.fsync(self.out.fileno())
+
+    def finish(self, cursor) -> None:
+        self.durable()
+        self.abort()
+
+    def abort(self) -> None:
+        if self.path:
+            self.out.close()
 
 
 #: The sink of each output format.

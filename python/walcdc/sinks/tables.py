@@ -39,7 +39,16 @@ import pyarrow.parquet as pq
 
 from walcdc import lsa as L
 from walcdc.errors import OutputError, argument_error
-from walcdc.sinks.base import WriteResult, _count, _create_temp, _error, _fsync_dir, _remove
+from walcdc.sinks.base import (
+    WriteResult,
+    _count,
+    _create_temp,
+    _error,
+    _fsync_dir,
+    _remove,
+    run_metadata,
+)
+from walcdc.sinks.loop import Writer, deliver
 from walcdc.table_changes import table_schema
 
 __all__ = ["OTHER_DDL", "UNKNOWN_SCHEMA", "table_directory", "write_tables"]
@@ -121,6 +130,19 @@ class _Dataset:
                     raise _error(f"{{}}: cannot read the part {path}: {exc}") from None
                 fields = _merge(fields, _value_fields(existing[path]))
         return cls(fields, existing)
+
+    def take(self, class_oid: int, schema: pa.Schema, representations) -> tuple:
+        """A new part of table ``class_oid`` whose batches have ``schema``: where its value
+        columns go among the dataset's (``slots``) and the schema it is written with, which has
+        every column the table has had (its representations, then what earlier parts hold)."""
+        if class_oid not in self.classes:
+            self.classes.add(class_oid)
+            for columns in representations.get(class_oid, ()):
+                self.fields = _merge(self.fields, _value_fields(_stored(table_schema(columns))))
+        stored = _stored(schema)
+        self.fields = _merge(self.fields, _value_fields(stored))
+        slots = [_slot(self.fields, c) for c in _value_fields(stored)]
+        return slots, _with_values(stored, self.fields)
 
 
 def _stored(schema: pa.Schema) -> pa.Schema:
@@ -269,140 +291,161 @@ def write_tables(
     written by the same run (the same starting cursor and options: a run repeated after a
     crash) and holds no row the new one lacks, or with ``overwrite``; otherwise the run is an
     :class:`~walcdc.OutputError` naming the file, and writes nothing."""
-    directory = os.fspath(directory)
+    writer = TablesWriter(os.fspath(directory), stream, overwrite)
+    save = None if cursor_file is None else (lambda cursor: cursor.save(cursor_file))
+    each = None if on_batch is None else (lambda item: on_batch(item.batch))
+    deliver(stream, writer, save, each)
+    writer.result.summary = dict(writer.summary)
+    return writer.result
+
+
+#: What says which run wrote a part.
+_RUN_KEYS = ("walcdc.run_from", "walcdc.run_options")
+
+
+class TablesWriter(Writer):
+    """The parts of one run of :func:`write_tables`: a part per table and representation,
+    published together when the stream ends, with every part of a table given the table's
+    columns as they are then."""
+
+    def __init__(self, directory: str, stream, overwrite: bool):
+        _make_directory(directory)
+        info = dict(stream.info)
+        self.directory, self.overwrite = directory, overwrite
+        # The run that wrote a part (who may replace it) with the metadata of every run.
+        run = {k: str(info.get(k[len("walcdc.") :], "")) for k in _RUN_KEYS}
+        self.base_meta = run_metadata({**info, "committed_only": True}, **run)
+        self.result = WriteResult()
+        self.summary: Counter = Counter()
+        self.representations = getattr(stream, "representations", None) or {}
+        self.datasets: Dict[str, _Dataset] = {}  # by table directory
+        self.open_parts: Dict[Union[int, str], _Part] = {}
+        self.parts: list = []  # every part begun, open or closed
+        self.temps: List[str] = []  # their temporary files: what a failure removes
+
+    def write(self, item) -> None:
+        batch = item.batch
+        part = self._part_for(item)
+        first, last = _positions(batch)
+        part.first = first if part.first is None else part.first
+        part.last = last if last is not None else part.last
+        part.rows += batch.num_rows
+        if part.slots is not None:
+            batch = _conform(batch, part.written, part.slots)
+        part.writer.write_batch(batch)
+        result = self.result
+        result.rows += batch.num_rows
+        if first is not None and (result.first_lsa is None or first < result.first_lsa):
+            result.first_lsa = first
+        if last is not None and (result.last_lsa is None or last > result.last_lsa):
+            result.last_lsa = last
+        _count(item.batch, self.summary)
+
+    def _part_for(self, item) -> _Part:
+        """The open part of an item's table (or kind), a new one when its representation, name
+        or columns changed (the reader begins a new batch for each)."""
+        key = item.class_oid if item.kind == "table" else item.kind
+        part = self.open_parts.get(key)
+        if part is not None and (
+            (part.repid, part.table) != (item.repid, item.table)
+            or not part.schema.equals(item.batch.schema)
+        ):
+            part.writer.close()
+            del self.open_parts[key]
+            part = None
+        if part is not None:
+            return part
+        where = {"ddl": OTHER_DDL, "unknown_schema": UNKNOWN_SCHEMA}.get(item.kind)
+        where = os.path.join(self.directory, where or table_directory(item.table))
+        part = _Part(where, "", None, item.table, item.repid)
+        self.parts.append(part)
+        meta = {
+            **self.base_meta,
+            "walcdc.table": item.table or "",
+            "walcdc.class_oid": "" if item.class_oid is None else str(item.class_oid),
+            "walcdc.repid": str(item.repid),
+            "walcdc.kind": item.kind,
+        }
+        part.schema = part.written = item.batch.schema
+        if item.kind == "table":
+            ds = self.datasets.get(part.directory)
+            if ds is None:
+                ds = self.datasets[part.directory] = _Dataset.read(part.directory)
+            part.slots, part.written = ds.take(item.class_oid, part.schema, self.representations)
+        _open_part(part, part.written, meta, self.temps)
+        self.open_parts[key] = part
+        return part
+
+    def finish(self, cursor) -> None:
+        self.result.cursor = cursor
+        for part in self.open_parts.values():
+            part.writer.add_key_value_metadata({"walcdc.cursor": cursor.to_json()})
+            part.writer.close()
+        self.open_parts.clear()
+        _publish(
+            self.parts,
+            self.datasets,
+            self.directory,
+            self.base_meta,
+            self.overwrite,
+            self.temps,
+            self.result,
+        )
+
+    def abort(self) -> None:
+        for part in self.parts:
+            if part.writer is not None:
+                try:
+                    part.writer.close()
+                except Exception:  # noqa: BLE001 - the file is being thrown away
+                    pass
+        _remove(self.temps)
+
+
+def _make_directory(directory: str) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
         raise _error(f"{{}}: cannot create {directory}: {exc.strerror}") from None
     if not os.path.isdir(directory):
         raise _error(f"{{}}: {directory} is not a directory")
-    info = dict(stream.info)
-    from walcdc import __version__
 
-    base_meta = {
-        "walcdc.version": __version__,
-        "walcdc.database": str(info.get("database") or ""),
-        "walcdc.db_creation": str(info.get("db_creation", "")),
-        "walcdc.stream": "committed",
-        # The run that wrote the part: who may replace it.
-        "walcdc.run_from": str(info.get("run_from", "")),
-        "walcdc.run_options": str(info.get("run_options", "")),
-    }
-    result = WriteResult()
-    summary: Counter = Counter()
-    representations = getattr(stream, "representations", None) or {}
-    datasets: Dict[str, _Dataset] = {}  # by table directory
-    open_parts: Dict[Union[int, str], _Part] = {}
-    parts: list = []  # every part begun, open or closed
-    temps: List[str] = []  # their temporary files: what a failure removes
-    published = False
-    try:
-        for item in stream:
-            batch = item.batch
-            key = item.class_oid if item.kind == "table" else item.kind
-            part = open_parts.get(key)
-            # Rust begins new batches for a new representation, name or column names.
-            if part is not None and (
-                (part.repid, part.table) != (item.repid, item.table)
-                or not part.schema.equals(batch.schema)
-            ):
-                part.writer.close()
-                del open_parts[key]
-                part = None
-            if part is None:
-                where = {"ddl": OTHER_DDL, "unknown_schema": UNKNOWN_SCHEMA}.get(item.kind)
-                where = os.path.join(directory, where or table_directory(item.table))
-                part = _Part(where, "", None, item.table, item.repid)
-                parts.append(part)
-                meta = {
-                    **base_meta,
-                    "walcdc.table": item.table or "",
-                    "walcdc.class_oid": "" if item.class_oid is None else str(item.class_oid),
-                    "walcdc.repid": str(item.repid),
-                    "walcdc.kind": item.kind,
-                }
-                part.schema = part.written = batch.schema
-                if item.kind == "table":
-                    ds = datasets.get(part.directory)
-                    if ds is None:
-                        ds = datasets[part.directory] = _Dataset.read(part.directory)
-                    if item.class_oid not in ds.classes:  # every column the table ever had
-                        ds.classes.add(item.class_oid)
-                        for columns in representations.get(item.class_oid, ()):
-                            typed = _stored(table_schema(columns))
-                            ds.fields = _merge(ds.fields, _value_fields(typed))
-                    stored = _stored(batch.schema)
-                    ds.fields = _merge(ds.fields, _value_fields(stored))
-                    part.slots = [_slot(ds.fields, c) for c in _value_fields(stored)]
-                    part.written = _with_values(stored, ds.fields)
-                _open_part(part, part.written, meta, temps)
-                open_parts[key] = part
-            first, last = _positions(batch)
-            part.first = first if part.first is None else part.first
-            part.last = last if last is not None else part.last
-            part.rows += batch.num_rows
-            if part.slots is not None:
-                batch = _conform(batch, part.written, part.slots)
-            part.writer.write_batch(batch)
-            result.rows += batch.num_rows
-            if first is not None and (result.first_lsa is None or first < result.first_lsa):
-                result.first_lsa = first
-            if last is not None and (result.last_lsa is None or last > result.last_lsa):
-                result.last_lsa = last
-            _count(item.batch, summary)
-            if on_batch is not None:
-                on_batch(item.batch)
-        result.cursor = stream.cursor
-        for part in open_parts.values():
-            part.writer.add_key_value_metadata({"walcdc.cursor": result.cursor.to_json()})
-            part.writer.close()
-        open_parts.clear()
-        for part in parts:  # all checked before any is published
-            _check_replace(os.path.join(part.directory, part.name()), part, base_meta, overwrite)
-        # Every part of a table gets the table's columns as they are now: this run's parts begun
-        # before a column was seen, and earlier runs' parts, rewritten whole beside themselves.
-        replaced = {os.path.join(part.directory, part.name()) for part in parts}
-        rewrites = []  # (temporary file, the part it replaces)
-        for where, ds in datasets.items():
-            for part in parts:
-                if part.directory == where and not _has_values(part.written, ds.fields):
-                    old, part.tmp_path = part.tmp_path, _rewrite(part.tmp_path, ds.fields, temps)
-                    _remove([old])
-            for path, schema in ds.existing.items():
-                if path not in replaced and not _has_values(schema, ds.fields):
-                    rewrites.append((_rewrite(path, ds.fields, temps), path))
+
+def _publish(parts, datasets, directory, base_meta, overwrite, temps, result) -> None:
+    """Publishes a run's parts together: each checked (a name taken by another run's part is
+    refused before any is published), every part of a table given the table's columns as they
+    are now, every file synced, then renamed into place and the directories synced."""
+    for part in parts:  # all checked before any is published
+        final = os.path.join(part.directory, part.name())
+        _check_replace(final, part, base_meta, overwrite)
+    # Every part of a table gets the table's columns as they are now: this run's parts begun
+    # before a column was seen, and earlier runs' parts, rewritten whole beside themselves.
+    replaced = {os.path.join(part.directory, part.name()) for part in parts}
+    rewrites = []  # (temporary file, the part it replaces)
+    for where, ds in datasets.items():
         for part in parts:
-            _sync(part.tmp_path)
-        for tmp, _ in rewrites:
-            _sync(tmp)
-        dirs = set()
-        for part in parts:
-            final = os.path.join(part.directory, part.name())
-            os.replace(part.tmp_path, final)  # checked above: a part of a repeat of this run
-            part.tmp_path = ""
-            result.paths.append(final)
-            dirs.add(part.directory)
-        for tmp, path in rewrites:
-            os.replace(tmp, path)  # the same rows: a repeat after a crash does it again
-            result.rewritten.append(path)
-            dirs.add(os.path.dirname(path))
-        for d in sorted(dirs) + [directory]:
-            _fsync_dir(d)
-        published = True
-    finally:
-        if not published:
-            for part in parts:
-                if part.writer is not None:
-                    try:
-                        part.writer.close()
-                    except Exception:  # noqa: BLE001 - the file is being thrown away
-                        pass
-            _remove(temps)
-    if cursor_file is not None:
-        # Every part is durable: now the cursor may move past them.
-        result.cursor.save(cursor_file)
-    result.summary = dict(summary)
-    return result
+            if part.directory == where and not _has_values(part.written, ds.fields):
+                old = part.tmp_path
+                part.tmp_path = _rewrite(part.tmp_path, ds.fields, temps)
+                _remove([old])
+        for path, schema in ds.existing.items():
+            if path not in replaced and not _has_values(schema, ds.fields):
+                rewrites.append((_rewrite(path, ds.fields, temps), path))
+    for path in [part.tmp_path for part in parts] + [tmp for tmp, _ in rewrites]:
+        _sync(path)
+    dirs = set()
+    for part in parts:
+        final = os.path.join(part.directory, part.name())
+        os.replace(part.tmp_path, final)  # checked above: a part of a repeat of this run
+        part.tmp_path = ""
+        result.paths.append(final)
+        dirs.add(part.directory)
+    for tmp, path in rewrites:
+        os.replace(tmp, path)  # the same rows: a repeat after a crash does it again
+        result.rewritten.append(path)
+        dirs.add(os.path.dirname(path))
+    for d in sorted(dirs) + [directory]:
+        _fsync_dir(d)
 
 
 def _check_replace(final: str, part: _Part, meta: Dict[str, str], overwrite: bool) -> None:
