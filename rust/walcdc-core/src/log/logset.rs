@@ -563,56 +563,7 @@ impl LogSet {
                 });
             }
             if is_active {
-                check_header_page(&vol, &ph)?;
-                let h = ActiveHeader::parse(&body[..ACTIVE_HEADER_SIZE]);
-                let ps = h.db_logpagesize as i64 as usize;
-                if !VALID_PAGE_SIZES.contains(&ps) {
-                    return Err(LogError::BadHeader {
-                        file: vol.label().to_string(),
-                        msg: format!("log page size {} is not 4096, 8192 or 16384", h.db_logpagesize),
-                    });
-                }
-                if !page::checksum_ok(&b[..ps.min(b.len())]) || b.len() < ps {
-                    let computed = page::compute_checksum(&b[..ps.min(b.len()) / 4096 * 4096]);
-                    return Err(LogError::Checksum {
-                        file: vol.label().to_string(),
-                        lsa: None,
-                        pageid: HEADER_PAGE_ID,
-                        stored: ph.checksum,
-                        computed,
-                    });
-                }
-                if h.npages <= 0 {
-                    return Err(LogError::BadHeader {
-                        file: vol.label().to_string(),
-                        msg: format!("active log npages = {}", h.npages),
-                    });
-                }
-                let want = (h.npages as u64 + 1) * ps as u64;
-                if (vol.len() as u64) < want {
-                    return Err(LogError::Truncated {
-                        file: vol.label().to_string(),
-                        lsa: None,
-                        msg: format!(
-                            "active volume is {} bytes, its header says {} pages of {} bytes ({} bytes)",
-                            vol.len(),
-                            h.npages as i64 + 1,
-                            ps,
-                            want
-                        ),
-                    });
-                }
-                // Archiving and the ring never run ahead of the append position the header had.
-                let append_page = h.append_lsa.pageid;
-                if h.append_lsa.is_null() || h.nxarv_pageid > append_page + 1 || h.fpageid > append_page + 1 {
-                    return Err(LogError::BadHeader {
-                        file: vol.label().to_string(),
-                        msg: format!(
-                            "implausible header: append at {}, next page to archive {}, ring starts at page {}",
-                            h.append_lsa, h.nxarv_pageid, h.fpageid
-                        ),
-                    });
-                }
+                let h = checked_active_header(&vol, &ph)?;
                 if let Some(a) = &active {
                     return Err(LogError::Mismatch {
                         file: vol.label().to_string(),
@@ -624,34 +575,7 @@ impl LogSet {
                 }
                 active = Some(Active { vol: idx, header: h });
             } else if is_archive {
-                check_header_page(&vol, &ph)?;
-                let a = Archive {
-                    vol: idx,
-                    db_creation: i64_at(body, 32),
-                    next_trid: i32_at(body, 40),
-                    npages: i32_at(body, 44) as i64,
-                    fpageid: i64_at(body, 48),
-                    num: i32_at(body, 56) as i64,
-                };
-                if a.npages <= 0 || a.fpageid < 0 {
-                    return Err(LogError::BadHeader {
-                        file: vol.label().to_string(),
-                        msg: format!("archive header has npages {} and first page {}", a.npages, a.fpageid),
-                    });
-                }
-                let name_num = match by_name {
-                    NameRole::Archive(n) => Some(n),
-                    _ => None,
-                };
-                if let Some(n) = name_num {
-                    if n != a.num {
-                        return Err(LogError::BadHeader {
-                            file: vol.label().to_string(),
-                            msg: format!("file name says archive {n}, its header says archive {}", a.num),
-                        });
-                    }
-                }
-                raw_archives.push((a, name_num));
+                raw_archives.push(checked_archive_header(&vol, &ph, idx, by_name)?);
             } else {
                 return Err(LogError::BadHeader {
                     file: vol.label().to_string(),
@@ -676,99 +600,11 @@ impl LogSet {
         };
         let mut archives: Vec<Archive> = raw_archives.into_iter().map(|(a, _)| a).collect();
         for a in &archives {
-            let vol = &volumes[a.vol];
-            if a.db_creation != db_creation {
-                return Err(LogError::Mismatch {
-                    file: vol.label().to_string(),
-                    msg: format!(
-                        "belongs to another database: db_creation {} differs from the set's {}",
-                        a.db_creation, db_creation
-                    ),
-                });
-            }
-            if !page::checksum_ok(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]) {
-                return Err(LogError::Checksum {
-                    file: vol.label().to_string(),
-                    lsa: None,
-                    pageid: HEADER_PAGE_ID,
-                    stored: PageHeader::parse(vol.bytes()).checksum,
-                    computed: page::compute_checksum(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]),
-                });
-            }
-            let want = (a.npages as u64 + 1) * page_size as u64;
-            if (vol.len() as u64) < want {
-                return Err(LogError::Truncated {
-                    file: vol.label().to_string(),
-                    lsa: Some(Lsa::new(a.fpageid, 0)),
-                    msg: format!(
-                        "archive is {} bytes, its header says {} pages of {} bytes ({} bytes)",
-                        vol.len(),
-                        a.npages + 1,
-                        page_size,
-                        want
-                    ),
-                });
-            }
+            check_archive(&volumes[a.vol], a, db_creation, page_size)?;
         }
         archives.sort_by_key(|a| a.num);
-        for w in archives.windows(2) {
-            let (a, b) = (&w[0], &w[1]);
-            if a.num == b.num {
-                return Err(LogError::Mismatch {
-                    file: volumes[b.vol].label().to_string(),
-                    msg: format!("archive number {} appears twice (also {})", b.num, volumes[a.vol].name),
-                });
-            }
-            if b.num != a.num + 1 {
-                return Err(LogError::MissingArchive {
-                    file: volumes[b.vol].label().to_string(),
-                    lsa: Some(Lsa::new(a.last_pageid() + 1, 0)),
-                    msg: format!(
-                        "archive(s) {}..{} between {} and {} are not in the set (pages from {} on)",
-                        a.num + 1,
-                        b.num - 1,
-                        volumes[a.vol].name,
-                        volumes[b.vol].name,
-                        a.last_pageid() + 1
-                    ),
-                });
-            }
-            if b.fpageid != a.last_pageid() + 1 {
-                return Err(LogError::Mismatch {
-                    file: volumes[b.vol].label().to_string(),
-                    msg: format!(
-                        "archive page ranges are not contiguous: {} ends at page {}, {} starts at page {}",
-                        volumes[a.vol].name,
-                        a.last_pageid(),
-                        volumes[b.vol].name,
-                        b.fpageid
-                    ),
-                });
-            }
-        }
-        if let (Some(act), Some(last)) = (&active, archives.last()) {
-            let h = &act.header;
-            if last.num >= h.nxarv_num as i64 {
-                return Err(LogError::Mismatch {
-                    file: volumes[last.vol].label().to_string(),
-                    msg: format!(
-                        "archive {} is newer than the active volume, which has archived only up to archive {}",
-                        last.num,
-                        h.nxarv_num - 1
-                    ),
-                });
-            }
-            if last.num == h.nxarv_num as i64 - 1 && last.last_pageid() + 1 != h.nxarv_pageid {
-                return Err(LogError::Mismatch {
-                    file: volumes[last.vol].label().to_string(),
-                    msg: format!(
-                        "last archive ends at page {}, the active header says archiving stopped before page {}",
-                        last.last_pageid(),
-                        h.nxarv_pageid
-                    ),
-                });
-            }
-        }
+        check_archive_sequence(&volumes, &archives)?;
+        check_active_and_archives(&volumes, &active, &archives)?;
 
         let total_bytes = volumes.iter().map(|v| v.len() as u64).sum();
         let remote = volumes.iter().any(Volume::is_remote);
@@ -1091,6 +927,209 @@ fn check_header_page(vol: &Volume, ph: &PageHeader) -> Result<()> {
                 ph.logical_pageid, ph.offset
             ),
         });
+    }
+    Ok(())
+}
+
+/// The header of an active volume, checked: page size, header checksum, size, and positions
+/// that archiving and the ring never run ahead of.
+fn checked_active_header(vol: &Volume, ph: &PageHeader) -> Result<ActiveHeader> {
+    let b = vol.bytes();
+    let body = &b[PAGE_HEADER_SIZE..];
+    check_header_page(vol, ph)?;
+    let h = ActiveHeader::parse(&body[..ACTIVE_HEADER_SIZE]);
+    let ps = h.db_logpagesize as i64 as usize;
+    if !VALID_PAGE_SIZES.contains(&ps) {
+        return Err(LogError::BadHeader {
+            file: vol.label().to_string(),
+            msg: format!("log page size {} is not 4096, 8192 or 16384", h.db_logpagesize),
+        });
+    }
+    if !page::checksum_ok(&b[..ps.min(b.len())]) || b.len() < ps {
+        let computed = page::compute_checksum(&b[..ps.min(b.len()) / 4096 * 4096]);
+        return Err(LogError::Checksum {
+            file: vol.label().to_string(),
+            lsa: None,
+            pageid: HEADER_PAGE_ID,
+            stored: ph.checksum,
+            computed,
+        });
+    }
+    if h.npages <= 0 {
+        return Err(LogError::BadHeader {
+            file: vol.label().to_string(),
+            msg: format!("active log npages = {}", h.npages),
+        });
+    }
+    let want = (h.npages as u64 + 1) * ps as u64;
+    if (vol.len() as u64) < want {
+        return Err(LogError::Truncated {
+            file: vol.label().to_string(),
+            lsa: None,
+            msg: format!(
+                "active volume is {} bytes, its header says {} pages of {} bytes ({} bytes)",
+                vol.len(),
+                h.npages as i64 + 1,
+                ps,
+                want
+            ),
+        });
+    }
+    // Archiving and the ring never run ahead of the append position the header had.
+    let append_page = h.append_lsa.pageid;
+    if h.append_lsa.is_null() || h.nxarv_pageid > append_page + 1 || h.fpageid > append_page + 1 {
+        return Err(LogError::BadHeader {
+            file: vol.label().to_string(),
+            msg: format!(
+                "implausible header: append at {}, next page to archive {}, ring starts at page {}",
+                h.append_lsa, h.nxarv_pageid, h.fpageid
+            ),
+        });
+    }
+    Ok(h)
+}
+
+/// The header of an archive, checked against itself and the number its file name gives.
+fn checked_archive_header(
+    vol: &Volume,
+    ph: &PageHeader,
+    idx: usize,
+    by_name: NameRole,
+) -> Result<(Archive, Option<i64>)> {
+    let body = &vol.bytes()[PAGE_HEADER_SIZE..];
+    check_header_page(vol, ph)?;
+    let a = Archive {
+        vol: idx,
+        db_creation: i64_at(body, 32),
+        next_trid: i32_at(body, 40),
+        npages: i32_at(body, 44) as i64,
+        fpageid: i64_at(body, 48),
+        num: i32_at(body, 56) as i64,
+    };
+    if a.npages <= 0 || a.fpageid < 0 {
+        return Err(LogError::BadHeader {
+            file: vol.label().to_string(),
+            msg: format!("archive header has npages {} and first page {}", a.npages, a.fpageid),
+        });
+    }
+    let name_num = match by_name {
+        NameRole::Archive(n) => Some(n),
+        _ => None,
+    };
+    if let Some(n) = name_num {
+        if n != a.num {
+            return Err(LogError::BadHeader {
+                file: vol.label().to_string(),
+                msg: format!("file name says archive {n}, its header says archive {}", a.num),
+            });
+        }
+    }
+    Ok((a, name_num))
+}
+
+/// An archive against the set: its database, its header page's checksum, its size.
+fn check_archive(vol: &Volume, a: &Archive, db_creation: i64, page_size: usize) -> Result<()> {
+    if a.db_creation != db_creation {
+        return Err(LogError::Mismatch {
+            file: vol.label().to_string(),
+            msg: format!(
+                "belongs to another database: db_creation {} differs from the set's {}",
+                a.db_creation, db_creation
+            ),
+        });
+    }
+    if !page::checksum_ok(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]) {
+        return Err(LogError::Checksum {
+            file: vol.label().to_string(),
+            lsa: None,
+            pageid: HEADER_PAGE_ID,
+            stored: PageHeader::parse(vol.bytes()).checksum,
+            computed: page::compute_checksum(&vol.bytes()[..page_size.min(vol.len()) / 4096 * 4096]),
+        });
+    }
+    let want = (a.npages as u64 + 1) * page_size as u64;
+    if (vol.len() as u64) < want {
+        return Err(LogError::Truncated {
+            file: vol.label().to_string(),
+            lsa: Some(Lsa::new(a.fpageid, 0)),
+            msg: format!(
+                "archive is {} bytes, its header says {} pages of {} bytes ({} bytes)",
+                vol.len(),
+                a.npages + 1,
+                page_size,
+                want
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Archives sorted by number: no number twice, none missing between two, page ranges
+/// contiguous.
+fn check_archive_sequence(volumes: &[Volume], archives: &[Archive]) -> Result<()> {
+    for w in archives.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.num == b.num {
+            return Err(LogError::Mismatch {
+                file: volumes[b.vol].label().to_string(),
+                msg: format!("archive number {} appears twice (also {})", b.num, volumes[a.vol].name),
+            });
+        }
+        if b.num != a.num + 1 {
+            return Err(LogError::MissingArchive {
+                file: volumes[b.vol].label().to_string(),
+                lsa: Some(Lsa::new(a.last_pageid() + 1, 0)),
+                msg: format!(
+                    "archive(s) {}..{} between {} and {} are not in the set (pages from {} on)",
+                    a.num + 1,
+                    b.num - 1,
+                    volumes[a.vol].name,
+                    volumes[b.vol].name,
+                    a.last_pageid() + 1
+                ),
+            });
+        }
+        if b.fpageid != a.last_pageid() + 1 {
+            return Err(LogError::Mismatch {
+                file: volumes[b.vol].label().to_string(),
+                msg: format!(
+                    "archive page ranges are not contiguous: {} ends at page {}, {} starts at page {}",
+                    volumes[a.vol].name,
+                    a.last_pageid(),
+                    volumes[b.vol].name,
+                    b.fpageid
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The newest archive against the active header: not newer than what it archived, ending where
+/// it says archiving stopped.
+fn check_active_and_archives(volumes: &[Volume], active: &Option<Active>, archives: &[Archive]) -> Result<()> {
+    if let (Some(act), Some(last)) = (&active, archives.last()) {
+        let h = &act.header;
+        if last.num >= h.nxarv_num as i64 {
+            return Err(LogError::Mismatch {
+                file: volumes[last.vol].label().to_string(),
+                msg: format!(
+                    "archive {} is newer than the active volume, which has archived only up to archive {}",
+                    last.num,
+                    h.nxarv_num - 1
+                ),
+            });
+        }
+        if last.num == h.nxarv_num as i64 - 1 && last.last_pageid() + 1 != h.nxarv_pageid {
+            return Err(LogError::Mismatch {
+                file: volumes[last.vol].label().to_string(),
+                msg: format!(
+                    "last archive ends at page {}, the active header says archiving stopped before page {}",
+                    last.last_pageid(),
+                    h.nxarv_pageid
+                ),
+            });
+        }
     }
     Ok(())
 }
