@@ -300,13 +300,13 @@ pub fn fuzz_class_and_row(data: &[u8]) {
     else {
         return;
     };
-    let _ = crate::format::row::record_repid(row);
+    let _ = crate::format::row::layout::record_repid(row);
     for rep in class.representations.values() {
-        let _ = crate::format::row::row_layout(rep, row);
+        let _ = crate::format::row::layout::row_layout(rep, row);
         if let Ok(values) = crate::format::row::decode_row(rep, row) {
             for (v, a) in values.iter().zip(&rep.attributes) {
-                let _ = crate::format::row::value_json(v, &a.domain);
-                let _ = crate::format::row::value_text(v);
+                let _ = crate::format::row::text::value_json(v, &a.domain);
+                let _ = crate::format::row::text::value_text(v);
             }
         }
         // The row's bytes read as one packed value of each of the first types (the DDL

@@ -101,8 +101,8 @@ fn attribute_of(d: &Bound<'_, PyDict>) -> PyResult<Attribute> {
 /// A representation from its columns in storage order (fixed-width columns first).
 fn representation_of(repid: i32, columns: &Bound<'_, PyList>) -> PyResult<Representation> {
     let attributes = columns.iter().map(|c| attribute_of(c.cast::<PyDict>()?)).collect::<PyResult<Vec<_>>>()?;
-    let n_fixed = attributes.iter().take_while(|a| !row::is_variable_type(a.domain.db_type)).count();
-    if let Some(a) = attributes[n_fixed..].iter().find(|a| !row::is_variable_type(a.domain.db_type)) {
+    let n_fixed = attributes.iter().take_while(|a| !row::layout::is_variable_type(a.domain.db_type)).count();
+    if let Some(a) = attributes[n_fixed..].iter().find(|a| !row::layout::is_variable_type(a.domain.db_type)) {
         return Err(PyValueError::new_err(format!(
             "representation {repid}: fixed-width column {:?} after a variable-width one (give storage order)",
             a.name
@@ -254,7 +254,7 @@ impl RowEncoder {
 fn decode_row(repid: i32, columns: Bound<'_, PyList>, record: &[u8]) -> PyResult<Vec<String>> {
     let rep = representation_of(repid, &columns)?;
     let values = row::decode_row(&rep, record).map_err(PyValueError::new_err)?;
-    Ok(rep.attributes.iter().zip(&values).map(|(a, v)| row::value_json(v, &a.domain)).collect())
+    Ok(rep.attributes.iter().zip(&values).map(|(a, v)| row::text::value_json(v, &a.domain)).collect())
 }
 
 /// `canonical_json(column, text) -> str`: a value's CDC JSON text as the decoder shows it (e.g.
@@ -263,7 +263,7 @@ fn decode_row(repid: i32, columns: Bound<'_, PyList>, record: &[u8]) -> PyResult
 fn canonical_json(column: Bound<'_, PyDict>, text: &str) -> PyResult<String> {
     let d = domain_of(&column, 0)?;
     let v = encode::value_from_json(text, &d).map_err(PyValueError::new_err)?;
-    Ok(row::value_json(&v, &d))
+    Ok(row::text::value_json(&v, &d))
 }
 
 /// `storage_order(columns) -> list[int]`: the storage order CUBRID gives `columns` (the previous

@@ -186,14 +186,14 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 
 /// The day (since 1970-01-01) with the calendar label CUBRID gives day number `jdn`.
 fn label_days(jdn: i32) -> i64 {
-    let (y, m, d) = row::jdn_to_ymd(jdn as i64);
+    let (y, m, d) = row::text::jdn_to_ymd(jdn as i64);
     days_from_civil(y, m, d)
 }
 
 /// What the CDC text form shows after the local time of a TZ value (see the module docs).
 pub fn zone_text(tz: u32) -> String {
-    match row::decode_tz_id(tz) {
-        row::TzId::Offset(off) => {
+    match row::text::decode_tz_id(tz) {
+        row::text::TzId::Offset(off) => {
             let a = off.unsigned_abs();
             let sign = if off < 0 { '-' } else { '+' };
             let mut s = format!("{sign}{:02}:{:02}", a / 3600, (a / 60) % 60);
@@ -202,10 +202,10 @@ pub fn zone_text(tz: u32) -> String {
             }
             s
         }
-        row::TzId::Zone { zone, gmt_rule, dst_rule } => {
+        row::text::TzId::Zone { zone, gmt_rule, dst_rule } => {
             format!("UTC (unresolved zone: tz_id 0x{tz:08X}, zone {zone}, gmt rule {gmt_rule}, dst rule {dst_rule})")
         }
-        row::TzId::Invalid(_) => format!("UTC (invalid tz_id 0x{tz:08X})"),
+        row::text::TzId::Invalid(_) => format!("UTC (invalid tz_id 0x{tz:08X})"),
     }
 }
 
@@ -238,10 +238,10 @@ fn kind(v: &Value) -> &'static str {
 fn any_text(v: &Value, d: &Domain) -> Option<String> {
     match v {
         Value::Null | Value::Unknown { .. } => None,
-        Value::String { bytes, codeset } => Some(row::string_text(bytes, *codeset)),
+        Value::String { bytes, codeset } => Some(row::text::string_text(bytes, *codeset)),
         Value::Json(t) => Some(t.clone()),
         Value::Enum { index: 0, label: None } => Some(String::new()),
-        _ => row::value_text(v).or_else(|| Some(row::value_json(v, d))),
+        _ => row::text::value_text(v).or_else(|| Some(row::text::value_json(v, d))),
     }
 }
 
@@ -259,9 +259,9 @@ fn rescale(unscaled: i128, scale: i32, precision: u8, to_scale: i8) -> Result<i1
     } else {
         diff(scale, to).and_then(pow10).filter(|f| unscaled % f == 0).map(|f| unscaled / f)
     };
-    let v = v.ok_or_else(|| format!("{} does not fit NUMERIC(.., {to})", row::numeric_text(unscaled, scale)))?;
+    let v = v.ok_or_else(|| format!("{} does not fit NUMERIC(.., {to})", row::text::numeric_text(unscaled, scale)))?;
     if pow10(precision as u32).is_some_and(|lim| v.unsigned_abs() >= lim as u128) {
-        return Err(format!("{} has more than {precision} digits", row::numeric_text(unscaled, scale)));
+        return Err(format!("{} has more than {precision} digits", row::text::numeric_text(unscaled, scale)));
     }
     Ok(v)
 }
@@ -277,7 +277,7 @@ fn int_of(v: &Value) -> Option<i64> {
             let f = pow10(u32::try_from(-(*scale as i64)).ok()?)?;
             i64::try_from(unscaled.checked_mul(f)?).ok()
         }
-        Value::String { bytes, codeset } => row::string_text(bytes, *codeset).trim().parse().ok(),
+        Value::String { bytes, codeset } => row::text::string_text(bytes, *codeset).trim().parse().ok(),
         _ => None,
     }
 }
@@ -287,8 +287,8 @@ fn float_of(v: &Value) -> Option<f64> {
         Value::Int(i) => Some(*i as f64),
         Value::Float(f) => Some(*f as f64),
         Value::Double(f) => Some(*f),
-        Value::Numeric { unscaled, scale } => row::numeric_text(*unscaled, *scale).parse().ok(),
-        Value::String { bytes, codeset } => row::string_text(bytes, *codeset).trim().parse().ok(),
+        Value::Numeric { unscaled, scale } => row::text::numeric_text(*unscaled, *scale).parse().ok(),
+        Value::String { bytes, codeset } => row::text::string_text(bytes, *codeset).trim().parse().ok(),
         _ => None,
     }
 }
@@ -533,7 +533,7 @@ impl Col {
             Col::Money { amount, currency, valid, .. } => match v {
                 Value::Monetary { currency: c, amount: a } => {
                     amount.append_value(*a);
-                    let symbol = row::currency_symbol(*c);
+                    let symbol = row::text::currency_symbol(*c);
                     if symbol.is_empty() {
                         currency.append_null();
                     } else {
@@ -567,7 +567,7 @@ impl Col {
                 }
                 Value::Enum { index, .. } => return Err(format!("ENUM index {index} has no label")),
                 Value::String { bytes, codeset } => {
-                    b.append(row::string_text(bytes, *codeset)).map_err(|e| e.to_string())?;
+                    b.append(row::text::string_text(bytes, *codeset)).map_err(|e| e.to_string())?;
                 }
                 _ => return Err(misfit("ENUM")),
             },
@@ -752,10 +752,10 @@ impl TableChangesBuilder {
         let mut out = String::new();
         for c in self.columns.iter().filter(|c| c.primary_key) {
             out.push(if out.is_empty() { '{' } else { ',' });
-            row::push_json_str(&mut out, &c.name);
+            row::text::push_json_str(&mut out, &c.name);
             out.push(':');
             match row.get(c.id) {
-                Some(v) => out.push_str(&row::value_json(v, &c.domain)),
+                Some(v) => out.push_str(&row::text::value_json(v, &c.domain)),
                 None => out.push_str("null"),
             }
         }
@@ -795,7 +795,7 @@ impl EventBatchBuilder for TableChangesBuilder {
             (Some(b), Some(a)) if keep.0 && keep.1 => {
                 for c in &self.columns {
                     let same = match (b.get(c.id), a.get(c.id)) {
-                        (Some(x), Some(y)) => row::same_value(x, y),
+                        (Some(x), Some(y)) => row::text::same_value(x, y),
                         (x, y) => x.is_none() && y.is_none(),
                     };
                     if !same {
@@ -1031,7 +1031,7 @@ mod tests {
             assert_eq!(label_days(jdn), jdn as i64 - 2_440_588, "{jdn}");
         }
         // Before the switch CUBRID labels days in the Julian calendar: the label is kept.
-        let jdn = row::ymd_to_jdn(1000, 1, 1) as i32;
+        let jdn = row::text::ymd_to_jdn(1000, 1, 1) as i32;
         assert_eq!(label_days(jdn), days_from_civil(1000, 1, 1));
     }
 

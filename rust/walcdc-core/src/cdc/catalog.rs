@@ -448,10 +448,10 @@ impl Catalog {
         let mut cols: Vec<(usize, UserColumn)> = columns.into_iter().enumerate().collect();
         cols.sort_by_key(|(i, c)| std::cmp::Reverse((c.def_order, *i as i32)));
         let domains: Vec<_> = cols.iter().map(|(_, c)| c.domain.clone()).collect();
-        let n_fixed = domains.iter().filter(|d| !row::is_variable_type(d.db_type)).count();
+        let n_fixed = domains.iter().filter(|d| !row::layout::is_variable_type(d.db_type)).count();
         let n_var = domains.len() - n_fixed;
         let mut slots: Vec<Option<(usize, UserColumn)>> = cols.into_iter().map(Some).collect();
-        let attributes: Vec<Attribute> = row::storage_order(&domains)
+        let attributes: Vec<Attribute> = row::layout::storage_order(&domains)
             .into_iter()
             .filter_map(|k| slots[k].take())
             .map(|(i, c)| Attribute {
@@ -619,7 +619,7 @@ impl Catalog {
                     _ => renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name).to_string(),
                 };
                 let order = if a.def_order < 0 { i32::MAX } else { a.def_order };
-                let value = row::value_json(v, &a.domain);
+                let value = row::text::value_json(v, &a.domain);
                 (order, DecodedColumn { id: a.id, name, value, primary_key: a.primary_key })
             })
             .collect();
@@ -640,7 +640,7 @@ impl Catalog {
     }
 }
 
-pub use crate::format::row::push_json_str as json_string;
+pub use crate::format::row::text::push_json_str as json_string;
 
 /// Names of the columns whose values differ between two decoded images (by attribute id).
 pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {

@@ -77,7 +77,7 @@ mod tests {
                 })
                 .collect();
             let mut ours = String::new();
-            crate::format::row::push_json_str(&mut ours, &s);
+            crate::format::row::text::push_json_str(&mut ours, &s);
             assert_eq!(ours, serde_json::to_string(&s).unwrap(), "{s:?}");
         }
     }

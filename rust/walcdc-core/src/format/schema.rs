@@ -129,7 +129,7 @@ pub struct Attribute {
     pub primary_key: bool,
     /// The attribute's original default (`ORC_ATT_ORIGINAL_VALUE_INDEX`: the value rows written
     /// before the attribute existed must assume) as JSON text in the CDC forms of
-    /// [`crate::format::row::value_json`] (a DATETIME default is `"\"2020-01-01 00:00:00.000\""`); `None`
+    /// [`crate::format::row::text::value_json`] (a DATETIME default is `"\"2020-01-01 00:00:00.000\""`); `None`
     /// when there is none, it is NULL, or it does not decode. Attributes of old representations
     /// take the default of the current attribute with the same id.
     pub default_value: Option<String>,

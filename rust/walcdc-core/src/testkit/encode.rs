@@ -4,7 +4,7 @@
 //!   heap (`cubrid-class-records.md` §2–3), which [`crate::format::class_record::parse_class_record`] parses back.
 //! * [`encode_row`] / [`encode_row_with_header`]: column values as a heap record (log format
 //!   §8.2–8.4), which [`crate::format::row::decode_row`] decodes back.
-//! * [`value_from_json`]: the CDC JSON text forms of [`crate::format::row::value_json`] read back into a
+//! * [`value_from_json`]: the CDC JSON text forms of [`crate::format::row::text::value_json`] read back into a
 //!   [`Value`] of a domain, so that tests can state rows in the form the change stream reports.
 //!
 //! Layouts follow what the server writes: storage order as given, fixed columns back to back,
@@ -246,7 +246,7 @@ fn representation_element(r: &Representation) -> Vec<u8> {
 
 /// `fixed_length` of a representation: the fixed disk sizes summed and rounded up to 4.
 fn fixed_length(r: &Representation) -> usize {
-    align4(r.attributes.iter().take(r.n_fixed).map(|a| row::fixed_disk_size(&a.domain).unwrap_or(0)).sum())
+    align4(r.attributes.iter().take(r.n_fixed).map(|a| row::layout::fixed_disk_size(&a.domain).unwrap_or(0)).sum())
 }
 
 /// The class record of `schema` (REC_HOME bytes, header included) as the server writes it:
@@ -259,7 +259,7 @@ fn fixed_length(r: &Representation) -> usize {
 /// one a class record can express: old representations' attributes take their names, definition
 /// order, primary-key flag and default from the current attribute with the same id
 /// (`attr#<id>`, -1, false and none for attributes no longer current), and defaults are in the
-/// canonical CDC forms of [`crate::format::row::value_json`]. A default that does not encode for its
+/// canonical CDC forms of [`crate::format::row::text::value_json`]. A default that does not encode for its
 /// domain is written as NULL (parsed back as none).
 pub fn encode_class_record(schema: &ClassSchema) -> Vec<u8> {
     let empty = Representation { repid: schema.current_repid, attributes: Vec::new(), n_fixed: 0, n_var: 0 };
@@ -772,7 +772,8 @@ fn encode_value_at(d: &Domain, v: &Value, depth: u32) -> EncResult<Vec<u8>> {
         }
         (T::CHAR | T::NCHAR, Value::String { bytes, .. }) => {
             // Space padded to the reserved width (a tagged element without precision: as is).
-            let size = if d.precision > 0 { row::fixed_disk_size(d).ok_or_else(mismatch)? } else { bytes.len() };
+            let size =
+                if d.precision > 0 { row::layout::fixed_disk_size(d).ok_or_else(mismatch)? } else { bytes.len() };
             if bytes.len() > size {
                 return Err(format!("{} bytes do not fit CHAR({}) ({size} bytes)", bytes.len(), d.precision));
             }
@@ -782,7 +783,7 @@ fn encode_value_at(d: &Domain, v: &Value, depth: u32) -> EncResult<Vec<u8>> {
         (T::STRING | T::VARNCHAR, Value::String { bytes, .. }) => b = encode_varchar(bytes),
         (T::BIT, Value::Bit { bytes, bits }) => {
             let (nbits, size) = if d.precision > 0 {
-                (d.precision as usize, row::fixed_disk_size(d).ok_or_else(mismatch)?)
+                (d.precision as usize, row::layout::fixed_disk_size(d).ok_or_else(mismatch)?)
             } else {
                 (*bits as usize, (*bits as usize).div_ceil(8))
             };
@@ -840,7 +841,7 @@ fn encode_value_at(d: &Domain, v: &Value, depth: u32) -> EncResult<Vec<u8>> {
         }
         _ => return Err(mismatch()),
     }
-    if row::is_variable_type(t) {
+    if row::layout::is_variable_type(t) {
         pad4(&mut b);
     }
     Ok(b)
@@ -872,8 +873,8 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
     let mut fixed = Vec::new();
     let mut bound = vec![0u8; n_fixed.div_ceil(32) * 4];
     for (p, (a, v)) in rep.attributes[..n_fixed].iter().zip(values).enumerate() {
-        let size = row::fixed_disk_size(&a.domain)
-            .filter(|_| !row::is_variable_type(a.domain.db_type))
+        let size = row::layout::fixed_disk_size(&a.domain)
+            .filter(|_| !row::layout::is_variable_type(a.domain.db_type))
             .ok_or_else(|| format!("attribute {} (type {}) cannot be in the fixed part", a.name, a.domain.db_type))?;
         if *v == Value::Null {
             fixed.resize(fixed.len() + size, 0);
@@ -890,7 +891,7 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
 
     let mut vars = Vec::with_capacity(n_var);
     for (a, v) in rep.attributes[n_fixed..].iter().zip(&values[n_fixed..]) {
-        if !row::is_variable_type(a.domain.db_type) {
+        if !row::layout::is_variable_type(a.domain.db_type) {
             return Err(format!("attribute {} (type {}) cannot be in the variable part", a.name, a.domain.db_type));
         }
         vars.push(match v {
@@ -960,12 +961,12 @@ pub fn encode_row_with_header(rep: &Representation, values: &[Value], h: &RowHea
     Ok(r)
 }
 
-pub use crate::format::row::storage_order;
+pub use crate::format::row::layout::storage_order;
 
 pub use crate::format::schema::db_type_from_name;
 
 // ---------------------------------------------------------------------------------------------
-// CDC JSON text forms → values (the inverse of `row::value_json`)
+// CDC JSON text forms → values (the inverse of `row::text::value_json`)
 // ---------------------------------------------------------------------------------------------
 
 fn digits<T: std::str::FromStr>(s: &str, what: &str) -> EncResult<T> {
@@ -990,8 +991,8 @@ fn parse_date(s: &str) -> EncResult<i64> {
     if !(1..=9999).contains(&y) || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
         return Err(format!("{s:?} is not a date CUBRID stores"));
     }
-    let jdn = row::ymd_to_jdn(y, m, d);
-    if row::jdn_to_ymd(jdn) != (y, m, d) {
+    let jdn = row::text::ymd_to_jdn(y, m, d);
+    if row::text::jdn_to_ymd(jdn) != (y, m, d) {
         return Err(format!("{s:?} is not a day of the calendar"));
     }
     Ok(jdn)
@@ -1097,10 +1098,11 @@ fn parse_decimal(s: &str) -> EncResult<(i128, i32)> {
 
 fn parse_monetary(s: &str) -> EncResult<Value> {
     // The longest currency sign the text starts with (the amount never starts with a letter).
-    let currency =
-        (0..24).filter(|&c| s.starts_with(row::currency_symbol(c))).max_by_key(|&c| row::currency_symbol(c).len());
+    let currency = (0..24)
+        .filter(|&c| s.starts_with(row::text::currency_symbol(c)))
+        .max_by_key(|&c| row::text::currency_symbol(c).len());
     let (currency, rest) = match currency {
-        Some(c) => (c, &s[row::currency_symbol(c).len()..]),
+        Some(c) => (c, &s[row::text::currency_symbol(c).len()..]),
         None => (24, s), // a currency code without a sign
     };
     let amount = if rest == "nan" {
@@ -1279,7 +1281,7 @@ fn value_from(v: &serde_json::Value, d: &Domain, depth: u32) -> EncResult<Value>
     })
 }
 
-/// Reads a value of domain `d` from its CDC JSON text form ([`crate::format::row::value_json`]): numbers
+/// Reads a value of domain `d` from its CDC JSON text form ([`crate::format::row::text::value_json`]): numbers
 /// for integer and floating types, `"123.4500"` NUMERIC, `"$50244.71"` MONETARY, strings (CHAR
 /// with its padding, plain text for NCHAR), `"X'1da1'"` bits, `"YYYY-MM-DD"`, `"HH:MM:SS"`,
 /// `"YYYY-MM-DD HH:MM:SS[.fff]"` with ` UTC` (LTZ) or a fixed offset `+09:00` (TZ: local time at
@@ -1308,7 +1310,9 @@ mod tests {
 
     use super::*;
     use crate::format::class_record::parse_class_record;
-    use crate::format::row::{decode_row, decode_value, record_repid, row_layout, value_json};
+    use crate::format::row::layout::{record_repid, row_layout};
+    use crate::format::row::text::value_json;
+    use crate::format::row::{decode_row, decode_value};
 
     fn dom(db_type: i32, precision: i32, scale: i32, codeset: i32) -> Domain {
         Domain { db_type, precision, scale, codeset, ..Domain::default() }
@@ -1319,7 +1323,7 @@ mod tests {
     }
 
     fn rep(repid: i32, attributes: Vec<Attribute>) -> Representation {
-        let n_fixed = attributes.iter().filter(|a| !row::is_variable_type(a.domain.db_type)).count();
+        let n_fixed = attributes.iter().filter(|a| !row::layout::is_variable_type(a.domain.db_type)).count();
         let n_var = attributes.len() - n_fixed;
         Representation { repid, attributes, n_fixed, n_var }
     }
@@ -1444,7 +1448,7 @@ mod tests {
         let rec = encode_row(&wide, &all_null, None).unwrap();
         let layout = row_layout(&wide, &rec).unwrap();
         assert_eq!((layout.mvcc_flags, layout.header_size), (0, 8));
-        assert!(layout.slots.iter().all(|s| *s == row::Slot::Null));
+        assert!(layout.slots.iter().all(|s| *s == row::layout::Slot::Null));
         assert_eq!(decode_row(&wide, &rec).unwrap(), all_null);
         // Every other column NULL.
         let mut some = values_of(&wide, &wide_values());
@@ -1489,7 +1493,7 @@ mod tests {
             let v = vec![Value::String { bytes: s.clone(), codeset: 5 }];
             let rec = encode_row(&r, &v, Some(3)).unwrap();
             let layout = row_layout(&r, &rec).unwrap();
-            let row::Slot::Bytes(range) = &layout.slots[0] else { panic!() };
+            let row::layout::Slot::Bytes(range) = &layout.slots[0] else { panic!() };
             assert_eq!(rec[range.start], form);
             assert_eq!(range.start % 4, 0);
             assert_eq!(rec.len() % 4, 0);

@@ -1,0 +1,312 @@
+//! Text forms of values as CUBRID's CDC API shows them (dates, times with zones, NUMERIC,
+//! MONETARY, BIT, strings of every charset) and the canonical JSON of a row's values.
+
+use super::*;
+
+/// Appends `s` as a JSON string literal (escapes as serde_json writes them).
+pub fn push_json_str(out: &mut String, s: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let esc: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(esc);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+pub(super) fn json_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    push_json_str(&mut out, s);
+    out
+}
+
+pub(super) fn json_f64(v: f64) -> String {
+    if v.is_finite() {
+        serde_json::to_string(&v).unwrap_or_else(|_| "null".into())
+    } else {
+        "null".into()
+    }
+}
+
+/// Proleptic calendar date of a Julian Day Number as CUBRID decodes it: Julian calendar before
+/// 1582-10-15, Gregorian from then on. Returns (year, month, day).
+pub fn jdn_to_ymd(jdn: i64) -> (i64, u32, u32) {
+    // Richards' algorithm; the Gregorian correction applies only from the switch on.
+    let mut f = jdn + 1401;
+    if jdn >= GREGORIAN_START_JDN {
+        f += (((4 * jdn + 274_277).div_euclid(146_097)) * 3).div_euclid(4) - 38;
+    }
+    let e = 4 * f + 3;
+    let g = e.rem_euclid(1461).div_euclid(4);
+    let h = 5 * g + 2;
+    let day = h.rem_euclid(153).div_euclid(5) + 1;
+    let month = (h.div_euclid(153) + 2).rem_euclid(12) + 1;
+    let year = e.div_euclid(1461) - 4716 + (14 - month) / 12;
+    (year, month as u32, day as u32)
+}
+
+/// Julian Day Number of a calendar date (inverse of [`jdn_to_ymd`]).
+pub fn ymd_to_jdn(year: i64, month: u32, day: u32) -> i64 {
+    let (y, m, d) = (year, month as i64, day as i64);
+    let a = (14 - m) / 12;
+    let yy = y + 4800 - a;
+    let mm = m + 12 * a - 3;
+    let julian = d + (153 * mm + 2) / 5 + 365 * yy + yy.div_euclid(4) - 32083;
+    if (y, m, d) >= (1582, 10, 15) {
+        d + (153 * mm + 2) / 5 + 365 * yy + yy.div_euclid(4) - yy.div_euclid(100) + yy.div_euclid(400) - 32045
+    } else {
+        julian
+    }
+}
+
+pub(super) fn fmt_date(jdn: i64) -> String {
+    if jdn == 0 {
+        return "0000-00-00".into();
+    }
+    let (y, m, d) = jdn_to_ymd(jdn);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+pub(super) fn fmt_time_ms(ms: i64, with_ms: bool) -> String {
+    let s = ms.div_euclid(1000);
+    let (h, mi, se) = (s / 3600, (s / 60) % 60, s % 60);
+    if with_ms {
+        format!("{h:02}:{mi:02}:{se:02}.{:03}", ms.rem_euclid(1000))
+    } else {
+        format!("{h:02}:{mi:02}:{se:02}")
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fff]` of a (day number, milliseconds) pair; the zero date stays zero.
+pub(super) fn fmt_datetime(jdn: i64, ms: i64, with_ms: bool) -> String {
+    if jdn == 0 && ms == 0 {
+        return format!("0000-00-00 {}", fmt_time_ms(0, with_ms));
+    }
+    format!("{} {}", fmt_date(jdn), fmt_time_ms(ms, with_ms))
+}
+
+/// A point in time as (day number, ms) shifted by `secs` seconds.
+pub(super) fn shift(jdn: i64, ms: i64, secs: i64) -> (i64, i64) {
+    let total = jdn * MS_PER_DAY + ms + secs * 1000;
+    (total.div_euclid(MS_PER_DAY), total.rem_euclid(MS_PER_DAY))
+}
+
+pub(super) fn timestamp_parts(secs: u32) -> (i64, i64) {
+    let s = secs as i64;
+    (UNIX_EPOCH_JDN + s / 86_400, (s % 86_400) * 1000)
+}
+
+/// What a `TZ_ID` says: a fixed offset in seconds, or an unresolved geographic zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TzId {
+    Offset(i64),
+    /// Zone id (index into the server's timezone library), GMT-offset rule id, DST rule id.
+    Zone {
+        zone: u32,
+        gmt_rule: u32,
+        dst_rule: u32,
+    },
+    Invalid(u32),
+}
+
+/// Splits a `TZ_ID` (§8.4): top bits `01` / `10` = fixed positive / negative offset in seconds,
+/// `00` = geographic zone.
+pub fn decode_tz_id(tz: u32) -> TzId {
+    match tz >> 30 {
+        1 => TzId::Offset((tz & 0x3FFF_FFFF) as i64),
+        2 => TzId::Offset(-((tz & 0x3FFF_FFFF) as i64)),
+        0 => TzId::Zone { zone: (tz >> 16) & 0x3FF, gmt_rule: (tz >> 8) & 0xFF, dst_rule: tz & 0xFF },
+        _ => TzId::Invalid(tz),
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.fff] <zone>` for a UTC instant with a `TZ_ID`: a fixed offset is
+/// shown as local time with `+HH:MM`; a geographic zone cannot be resolved without the server's
+/// timezone library, so the instant stays in UTC, followed by the raw id.
+pub(super) fn fmt_tz(jdn: i64, ms: i64, tz: u32, with_ms: bool) -> String {
+    match decode_tz_id(tz) {
+        TzId::Offset(off) => {
+            let (j, m) = shift(jdn, ms, off);
+            let a = off.unsigned_abs();
+            let sign = if off < 0 { '-' } else { '+' };
+            let mut s = format!("{} {sign}{:02}:{:02}", fmt_datetime(j, m, with_ms), a / 3600, (a / 60) % 60);
+            if a % 60 != 0 {
+                let _ = write!(s, ":{:02}", a % 60);
+            }
+            s
+        }
+        TzId::Zone { zone, gmt_rule, dst_rule } => format!(
+            "{} UTC (unresolved zone: tz_id 0x{tz:08X}, zone {zone}, gmt rule {gmt_rule}, dst rule {dst_rule})",
+            fmt_datetime(jdn, ms, with_ms)
+        ),
+        TzId::Invalid(_) => format!("{} UTC (invalid tz_id 0x{tz:08X})", fmt_datetime(jdn, ms, with_ms)),
+    }
+}
+
+/// `numeric_db_value_print`: the unscaled value with a decimal point `scale` digits from the
+/// right and at least one digit before it.
+pub fn numeric_text(unscaled: i128, scale: i32) -> String {
+    let digits = unscaled.unsigned_abs().to_string();
+    let sign = if unscaled < 0 { "-" } else { "" };
+    if scale <= 0 {
+        return format!("{sign}{digits}");
+    }
+    if scale > 38 {
+        return format!("{sign}{digits}E-{scale}");
+    }
+    let s = scale as usize;
+    let padded = if digits.len() <= s { format!("{}{digits}", "0".repeat(s + 1 - digits.len())) } else { digits };
+    let (int, frac) = padded.split_at(padded.len() - s);
+    format!("{sign}{int}.{frac}")
+}
+
+/// Currency sign CUBRID prints before a MONETARY amount (`DB_CURRENCY` order).
+pub fn currency_symbol(currency: i32) -> &'static str {
+    const SYMBOLS: [&str; 24] = [
+        "$", "Y", "&", "\\", "TL", "KHR", "CNY", "INR", "RUB", "AUD", "CAD", "BRL", "RON", "EUR", "CHF", "DKK", "NOK",
+        "BGN", "VND", "CZK", "PLN", "SEK", "HRK", "RSD",
+    ];
+    usize::try_from(currency).ok().and_then(|i| SYMBOLS.get(i)).copied().unwrap_or("")
+}
+
+pub(super) fn monetary_text(currency: i32, amount: f64) -> String {
+    let amount = if amount.is_infinite() { f64::MAX.copysign(amount) } else { amount };
+    if amount.is_nan() {
+        return format!("{}nan", currency_symbol(currency));
+    }
+    format!("{}{amount:.2}", currency_symbol(currency))
+}
+
+/// `X'<hex>'`: one hex digit per 4 bits of the value.
+pub(super) fn bit_text(bytes: &[u8], bits: u32) -> String {
+    let nibbles = (bits as usize).div_ceil(4).min(bytes.len() * 2);
+    let mut s = String::with_capacity(nibbles + 3);
+    s.push_str("X'");
+    for i in 0..nibbles {
+        let b = bytes[i / 2];
+        let n = if i % 2 == 0 { b >> 4 } else { b & 0xF };
+        s.push(char::from_digit(n as u32, 16).unwrap_or('?'));
+    }
+    s.push('\'');
+    s
+}
+
+/// The text of a string in its codeset: utf8 as is (invalid bytes become U+FFFD), iso88591 as
+/// Latin-1, euckr decoded from EUC-KR; other codesets are read as UTF-8.
+pub fn string_text(bytes: &[u8], codeset: i32) -> String {
+    match codeset {
+        3 => bytes.iter().map(|&b| b as char).collect(),
+        4 => encoding_rs::EUC_KR.decode_without_bom_handling(bytes).0.into_owned(),
+        _ => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+/// The value as JSON text in the forms CUBRID's CDC API uses (§7.6): numbers for integer and
+/// floating types; strings for NUMERIC (`"123.4500"`), MONETARY (`"$50244.71"`), CHAR (padded),
+/// VARCHAR, NCHAR/VARNCHAR (plain Unicode text, where CUBRID's API shows `N'…'`), BIT/VARBIT (`"X'1da1'"`), DATE (`"YYYY-MM-DD"`), TIME
+/// (`"HH:MM:SS"`), TIMESTAMP (`"YYYY-MM-DD HH:MM:SS"`), DATETIME (`"… HH:MM:SS.fff"`),
+/// TIMESTAMPLTZ/DATETIMELTZ in UTC with `" UTC"`, TIMESTAMPTZ/DATETIMETZ in their fixed offset's
+/// local time with `" +09:00"` (a geographic zone id stays UTC and is shown raw), ENUM (its
+/// label), OBJECT (`"volid|pageid|slotid"`), BLOB/CLOB (the locator); JSON as JSON; collections
+/// as arrays; NULL and undecodable values as `null`.
+///
+/// TIMESTAMP (UTC seconds) and the LTZ types are shown in UTC, which is what the API shows for a
+/// server running with `timezone=UTC` (as the fixtures' servers did); DATETIME is wall-clock time
+/// and shown as stored.
+pub fn value_json(v: &Value, domain: &Domain) -> String {
+    match v {
+        Value::Null | Value::Unknown { .. } => "null".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => {
+            if f.is_finite() {
+                serde_json::to_string(f).unwrap_or_else(|_| "null".into())
+            } else {
+                "null".into()
+            }
+        }
+        Value::Double(f) => json_f64(*f),
+        Value::Json(text) => text.clone(),
+        Value::Enum { index, label } => match label {
+            Some(l) => json_quote(l),
+            None if *index == 0 => "\"\"".into(),
+            None => index.to_string(),
+        },
+        Value::Collection { items, .. } => {
+            let elem = match domain.set_domains.as_slice() {
+                [one] => Some(one),
+                _ => None,
+            };
+            let parts: Vec<String> =
+                items.iter().map(|it| value_json(it, elem.unwrap_or(&Domain::default()))).collect();
+            format!("[{}]", parts.join(","))
+        }
+        _ => json_quote(&value_text(v).unwrap_or_default()),
+    }
+}
+
+/// Whether two values are the same stored value: floating-point values compare by their bits
+/// (so a NaN equals itself and 0.0 differs from -0.0), everything else by equality.
+pub fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x.to_bits() == y.to_bits(),
+        (Value::Double(x), Value::Double(y)) => x.to_bits() == y.to_bits(),
+        (Value::Monetary { currency: c1, amount: a1 }, Value::Monetary { currency: c2, amount: a2 }) => {
+            c1 == c2 && a1.to_bits() == a2.to_bits()
+        }
+        (Value::Collection { kind: k1, items: i1 }, Value::Collection { kind: k2, items: i2 }) => {
+            k1 == k2 && i1.len() == i2.len() && i1.iter().zip(i2).all(|(x, y)| same_value(x, y))
+        }
+        _ => a == b,
+    }
+}
+
+/// The CDC text form of a scalar value that the API sends as a string (see [`value_json`]);
+/// `None` for NULL, numbers, JSON, collections and undecodable values.
+pub fn value_text(v: &Value) -> Option<String> {
+    Some(match v {
+        Value::Numeric { unscaled, scale } => numeric_text(*unscaled, *scale),
+        Value::Monetary { currency, amount } => monetary_text(*currency, *amount),
+        Value::String { bytes, codeset } => string_text(bytes, *codeset),
+        Value::Bit { bytes, bits } => bit_text(bytes, *bits),
+        Value::Date(jdn) => fmt_date(*jdn as i64),
+        Value::Time(s) => fmt_time_ms(*s as i64 * 1000, false),
+        Value::Timestamp(0) => "0000-00-00 00:00:00".into(),
+        Value::Timestamp(s) => {
+            let (j, m) = timestamp_parts(*s);
+            fmt_datetime(j, m, false)
+        }
+        Value::TimestampLtz(0) => "0000-00-00 00:00:00 UTC".into(),
+        Value::TimestampLtz(s) => {
+            let (j, m) = timestamp_parts(*s);
+            format!("{} UTC", fmt_datetime(j, m, false))
+        }
+        Value::TimestampTz { secs, tz } => {
+            let (j, m) = timestamp_parts(*secs);
+            fmt_tz(j, m, *tz, false)
+        }
+        Value::Datetime { jdn, ms } => fmt_datetime(*jdn as i64, *ms as i64, true),
+        Value::DatetimeLtz { jdn, ms } => format!("{} UTC", fmt_datetime(*jdn as i64, *ms as i64, true)),
+        Value::DatetimeTz { jdn, ms, tz } => fmt_tz(*jdn as i64, *ms as i64, *tz, true),
+        Value::Enum { label: Some(l), .. } => l.clone(),
+        Value::Oid(o) => o.to_string(),
+        Value::Lob { locator, .. } => locator.clone(),
+        _ => return None,
+    })
+}
