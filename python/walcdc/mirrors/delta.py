@@ -18,14 +18,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from walcdc import lsa as L
-from walcdc.mirrors.lake import LakeTypes, field_ids, own_columns, without
+from walcdc.mirrors.lake import (
+    DROPPED,
+    LakeTypes,
+    dropped_suffix,
+    field_ids,
+    own_columns,
+    place,
+    without,
+)
 from walcdc.mirrors.reduce import Layout, MirrorError, TableChanges
 from walcdc.sinks.tables import table_directory
-
-#: Where a dropped table's directory goes: its name, this, the commit LSA of the DROP. ``~``
-#: is escaped in a table's own directory name, so no table's directory looks like this.
-DROPPED = "~dropped-"
-
 
 #: Delta Lake's types for walcdc's (TIME as ``HH:MM:SS`` text: Delta has no time of day).
 TYPES = LakeTypes(pa.string())
@@ -105,23 +108,12 @@ class DeltaTarget:
         )
 
     def _place(self, changes: TableChanges) -> str:
-        """The table's directory, after moving it where its name says (RENAME TABLE, DROP
-        TABLE) before the commit: a commit never lands before its move."""
-        name = table_directory(changes.layout.table)
-        if changes.dropped:
-            name += DROPPED + L.format_lsa(changes.version).replace("|", "_")
+        """The table's directory, after moving it where its name says (see ``lake.place``)."""
+        name = table_directory(changes.layout.table) + dropped_suffix(changes)
         want = os.path.join(self.root, name)
-        now = self.paths.get(changes.class_oid)
-        if now != want and _is_table(want, self.storage_options):
-            raise MirrorError(
-                f"{want} exists and does not mirror table {changes.layout.table} "
-                f"(class {changes.class_oid})",
-                file=want,
-            )
-        if now is not None and now != want:
-            os.rename(now, want)
-        self.paths[changes.class_oid] = want
-        return want
+        return place(
+            changes, self.paths, want, lambda p: _is_table(p, self.storage_options), os.rename
+        )
 
     def apply(self, changes: TableChanges) -> None:
         from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake

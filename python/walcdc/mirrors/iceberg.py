@@ -21,8 +21,7 @@ from typing import Dict, Optional, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from walcdc import lsa as L
-from walcdc.mirrors.lake import LakeTypes, own_columns, without
+from walcdc.mirrors.lake import LakeTypes, dropped_suffix, own_columns, place, without
 from walcdc.mirrors.reduce import Layout, MirrorError, TableChanges, attribute_id
 
 #: Iceberg's types for walcdc's (TIME as Iceberg's ``time``, microseconds).
@@ -32,8 +31,6 @@ CLASS_OID = "walcdc.class_oid"
 DB_CREATION = "walcdc.db_creation"
 COLUMNS = "walcdc.columns"  # column name -> attribute id, as JSON
 POSITION = "walcdc.commit_lsa"
-#: A dropped table's new name: its name, this, the commit LSA of the DROP.
-DROPPED = "~dropped-"
 
 
 def open_catalog(where: str, properties: Optional[Dict[str, str]]):
@@ -93,23 +90,18 @@ class IcebergTarget:
         return None
 
     def _place(self, changes: TableChanges) -> Tuple[str, str]:
-        """The table's identifier, after renaming it as its name says (RENAME TABLE, DROP
-        TABLE) before the commit."""
+        """The table's identifier, after renaming it as its name says (see ``lake.place``)."""
         owner, _, name = changes.layout.table.rpartition(".")
-        if changes.dropped:
-            name += DROPPED + L.format_lsa(changes.version).replace("|", "_")
-        want = (owner or "public", name)
-        now = self.names.get(changes.class_oid)
-        if now != want and self.catalog.table_exists(want):
-            raise MirrorError(
-                f"{'.'.join(want)} exists and does not mirror table {changes.layout.table} "
-                f"(class {changes.class_oid})"
-            )
+        want = (owner or "public", name + dropped_suffix(changes))
         self.catalog.create_namespace_if_not_exists(want[0])
-        if now is not None and now != want:
-            self.catalog.rename_table(now, want)
-        self.names[changes.class_oid] = want
-        return want
+        return place(
+            changes,
+            self.names,
+            want,
+            self.catalog.table_exists,
+            self.catalog.rename_table,
+            ".".join,
+        )
 
     def apply(self, changes: TableChanges) -> None:
         ident = self._place(changes)

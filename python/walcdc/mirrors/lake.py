@@ -3,11 +3,20 @@ table format holds) and the rewrite of a table's rows into a new layout."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Set
+from typing import Callable, Dict, List, Set, TypeVar
 
 import pyarrow as pa
 
-from walcdc.mirrors.reduce import META, Layout, attribute_id, cast_column, filled
+from walcdc import lsa as L
+from walcdc.mirrors.reduce import (
+    META,
+    Layout,
+    MirrorError,
+    TableChanges,
+    attribute_id,
+    cast_column,
+    filled,
+)
 
 
 class LakeTypes:
@@ -92,3 +101,42 @@ def own_columns(schema: pa.Schema, ids: Dict[str, int]):
     """A lake table's own columns as ``Layout.columns()`` gives them: (attribute id, name,
     type), without :data:`META`."""
     return tuple((ids[f.name], f.name, f.type) for f in schema if f.name in ids)
+
+
+#: A dropped table's new name: its name, this, the commit LSA of the DROP. ``~`` is escaped in
+#: a table's own directory name, so no table's name looks like this.
+DROPPED = "~dropped-"
+
+Place = TypeVar("Place")
+
+
+def dropped_suffix(changes: TableChanges) -> str:
+    """What a table's name gets once it is dropped (nothing while it lives)."""
+    if not changes.dropped:
+        return ""
+    return DROPPED + L.format_lsa(changes.version).replace("|", "_")
+
+
+def place(
+    changes: TableChanges,
+    placed: Dict[int, Place],
+    want: Place,
+    exists: Callable[[Place], bool],
+    move: Callable[[Place, Place], None],
+    show: Callable[[Place], str] = str,
+) -> Place:
+    """Where a table's mirror is committed: ``want`` (its name now, or its dropped name), after
+    moving it there from where ``placed`` says it is (RENAME TABLE, DROP TABLE) before the
+    commit, so that a commit never lands before its move. A place another table holds is
+    refused."""
+    now = placed.get(changes.class_oid)
+    if now != want and exists(want):
+        raise MirrorError(
+            f"{show(want)} exists and does not mirror table {changes.layout.table} "
+            f"(class {changes.class_oid})",
+            file=show(want),
+        )
+    if now is not None and now != want:
+        move(now, want)
+    placed[changes.class_oid] = want
+    return want
