@@ -455,6 +455,25 @@ def test_generated_logs_of_every_column_type_mirror_to_their_last_rows(spec, dat
                     assert same(value, expected, col), (kind, col, value, expected)
 
 
+def _two_column_table(name: str, width: int, **writer_options):
+    """A test writer whose log starts with ``create table <name> (id int primary key, v
+    varchar(<width>))``, committed: the writer, its workload, the table's class OID and table."""
+    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
+
+    writer = LogWriter(page_size=4096, **writer_options)
+    workload = Workload(writer)
+    klass = cdc_oid(0, 300, 1)
+    columns = [
+        {"name": "id", "type": "INTEGER", "primary_key": True},
+        {"name": "v", "type": "VARCHAR", "precision": width, "codeset": 5},
+    ]
+    table = Table.create(f"dba.{name}", klass, columns)
+    t = workload.begin(1)
+    t.create_table(table, statement=f"create table {name} (id int primary key, v varchar({width}))")
+    t.commit()
+    return writer, workload, klass, table
+
+
 def test_follow_applies_what_a_live_server_commits(target, tmp_path):
     """A log written while the mirror follows it (the test writer flushing pages as a server
     does, archives as its ring fills): each poll applies what was committed since, and once
@@ -463,21 +482,11 @@ def test_follow_applies_what_a_live_server_commits(target, tmp_path):
 
     from test_typed_properties import as_texts
 
-    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
-
     log_dir, out = tmp_path / "log", tmp_path / "out"
     log_dir.mkdir()
-    writer = LogWriter(page_size=4096, active_pages=24, archive_pages=12, stream_to=log_dir)
-    workload = Workload(writer)
-    klass = cdc_oid(0, 300, 1)
-    columns = [
-        {"name": "id", "type": "INTEGER", "primary_key": True},
-        {"name": "v", "type": "VARCHAR", "precision": 200, "codeset": 5},
-    ]
-    table = Table.create("dba.t_live", klass, columns)
-    t = workload.begin(1)
-    t.create_table(table, statement="create table t_live (id int primary key, v varchar(200))")
-    t.commit()
+    writer, workload, klass, table = _two_column_table(
+        "t_live", 200, active_pages=24, archive_pages=12, stream_to=log_dir
+    )
     writer.flush()
     done, applied = {}, threading.Event()
 
@@ -537,18 +546,10 @@ def test_a_renamed_table_is_followed(target, tmp_path):
     old name."""
     from test_typed_properties import as_texts
 
-    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
+    from walcdc.testing import Table
 
-    writer = LogWriter(page_size=4096, active_pages=16, archive_pages=8)
-    workload = Workload(writer)
-    klass = cdc_oid(0, 300, 1)
-    columns = [
-        {"name": "id", "type": "INTEGER", "primary_key": True},
-        {"name": "v", "type": "VARCHAR", "precision": 20, "codeset": 5},
-    ]
-    old = Table.create("dba.t_old", klass, columns)
-    t = workload.begin(1)
-    t.create_table(old, statement="create table t_old (id int primary key, v varchar(20))")
+    writer, workload, klass, old = _two_column_table("t_old", 20, active_pages=16, archive_pages=8)
+    t = workload.begin(3)
     for i in range(1, 4):
         t.insert_row(klass, old.representation(), as_texts({"id": i, "v": f"a{i}"}), 500, i)
     t.commit()
