@@ -1305,7 +1305,8 @@ def _last_lsa(batch) -> Optional[int]:
 def _print_summary(summary) -> None:
     if not summary:
         return
-    ops = ["insert", "update", "delete", "ddl", "c", "u", "d", "t", "commit", "abort", "timer"]
+    # The stream's operations, Debezium's letters (an enveloped run) after the changes.
+    ops = [*OPS[:4], "c", "u", "d", "t", *OPS[4:]]
     present = [o for o in ops if any(k[1] == o for k in summary)]
     present += sorted({k[1] for k in summary} - set(present))
     tables = sorted({k[0] for k in summary}, key=lambda t: (t is None, t or ""))

@@ -193,7 +193,6 @@ def _cursor(offset: Dict[str, Any]):
 
 
 _PUSHED_COLUMNS = {"table": "tables", "op": "ops", "user": "users"}
-_OPS = ("insert", "update", "delete", "ddl", "commit", "abort", "timer")
 
 
 class _Part(InputPartition):  # type: ignore[misc,valid-type]
@@ -284,7 +283,9 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
                 return None
             options["users"] = self.pushed["user"]
         if self.pushed.get("op") is not None:
-            narrow["ops"] = [v for v in self.pushed["op"] if v in _OPS]
+            from walcdc.options import OPS
+
+            narrow["ops"] = [v for v in self.pushed["op"] if v in OPS]
             if not narrow["ops"]:
                 return None
         if self.pushed.get("table") is not None:
