@@ -230,6 +230,7 @@ def _follow_batches(
     native,
     convert,
     *,
+    log,
     paths: List[str],
     poll_interval: float,
     idle_timeout: Optional[float],
@@ -239,9 +240,11 @@ def _follow_batches(
     partial_emitted: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """A followed log's batches: what is written, then, every ``poll_interval`` seconds, what
-    was written since (a fresh snapshot of ``paths``), until ``stop`` is set or nothing new
-    came for ``idle_timeout`` seconds, or the stream's ``end`` is reached. The last batch of a
-    poll is flushed at once, so an event waits for no batch to fill."""
+    was written since (a fresh snapshot of ``paths``: the previous one, ``log`` at first,
+    refreshed, so that a poll opens only the active volume and new archives), until ``stop`` is
+    set or nothing new came for ``idle_timeout`` seconds, or the stream's ``end`` is reached.
+    The last batch of a poll is flushed at once, so an event waits for no batch to fill."""
+    options = list((storage_options or {}).items()) or None
     quiet_since = time.monotonic()
     failure: Optional[LogError] = None
     said: set = set()
@@ -264,7 +267,7 @@ def _follow_batches(
         if stop.wait(poll_interval):
             break
         try:
-            snapshot = _snapshot(lambda: LogSet(paths, storage_options)._native)
+            snapshot = _snapshot(lambda current=log: current.refreshed(paths, options))
         except LogError as exc:
             # A snapshot taken while the server writes may catch it between two steps (an
             # archive written, the header not yet saying so), or while archives are copied in:
@@ -274,6 +277,7 @@ def _follow_batches(
             continue
         failure = None
         native.refresh(snapshot)
+        log = snapshot
     _say(_new_warnings(native, told, partial_emitted), on_warning)
 
 
@@ -693,6 +697,7 @@ def read_changes(
     follow_args = None
     if follow:
         follow_args = dict(
+            log=log._native,
             paths=log._paths,
             storage_options=log._storage_options,
             poll_interval=float(poll_interval),

@@ -13,7 +13,7 @@ use walcdc_core::cdc::changes::ChangeReader;
 use walcdc_core::cdc::options::{ChangeOptions, Narrowing};
 use walcdc_core::format::lsa::Lsa;
 use walcdc_core::log::logset::LogSet;
-use walcdc_core::log::remote::StoreOptions;
+use walcdc_core::log::remote::{self, StoreOptions};
 use walcdc_core::log::walker::find_end_from;
 use walcdc_core::log::walker::OnEncrypted;
 use walcdc_core::log::walker::Walker;
@@ -47,6 +47,31 @@ impl PyLogSet {
         let options = StoreOptions::new(storage_options.unwrap_or_default());
         let log = py.detach(|| LogSet::open_with(&paths, &options)).map_err(|e| to_py(py, e))?;
         Ok(PyLogSet { inner: Arc::new(log) })
+    }
+
+    /// The log set as it is now, for a followed log's next poll: `LogSet::refreshed` (the
+    /// archives already open kept), or opened anew when it lives in object storage.
+    #[pyo3(signature = (paths, storage_options=None))]
+    fn refreshed(
+        &self,
+        py: Python<'_>,
+        paths: Vec<PathBuf>,
+        storage_options: Option<Vec<(String, String)>>,
+    ) -> PyResult<Self> {
+        let log = self.inner.clone();
+        let fresh = py
+            .detach(|| {
+                let texts: Vec<Option<&str>> = paths.iter().map(|p| p.to_str()).collect();
+                if log.is_remote() || texts.iter().flatten().any(|t| remote::is_remote_url(t)) {
+                    let options = StoreOptions::new(storage_options.unwrap_or_default());
+                    return LogSet::open_with(&paths, &options);
+                }
+                let local: Vec<PathBuf> =
+                    paths.iter().zip(&texts).map(|(p, t)| t.map_or_else(|| p.clone(), remote::local_path)).collect();
+                log.refreshed(&local)
+            })
+            .map_err(|e| to_py(py, e))?;
+        Ok(PyLogSet { inner: Arc::new(fresh) })
     }
 
     /// Requests made to object storage and bytes fetched from it so far.

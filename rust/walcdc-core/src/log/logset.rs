@@ -1,11 +1,11 @@
 //! A log set: the active volume `<db>_lgat` and the archives `<db>_lgarNNN`, memory-mapped,
 //! validated against each other, and a map from logical page ids to pages.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use memmap2::Mmap;
 
@@ -34,15 +34,17 @@ enum Backing {
     Remote(std::sync::Arc<RemoteFile>),
 }
 
-/// One volume: a memory-mapped file (or bytes held in memory).
+/// One volume: a memory-mapped file (or bytes held in memory). A clone shares the mapping and
+/// what was verified (a refreshed log set keeps its archives: see [`LogSet::refreshed`]).
+#[derive(Clone)]
 pub struct Volume {
     pub path: PathBuf,
     /// File name, used in messages and in the `file` column.
     pub name: String,
-    map: Backing,
+    map: Arc<Backing>,
     /// One bit per physical page whose checksum has been verified, so that a page holding many
     /// records is checked once, not once per record.
-    verified: Vec<AtomicU64>,
+    verified: Arc<[AtomicU64]>,
 }
 
 impl Volume {
@@ -87,7 +89,7 @@ impl Volume {
         };
         // Pages are at least 4 KiB: one bit per 4 KiB is enough for any page size.
         let verified = (0..len.div_ceil(4096 * 64)).map(|_| AtomicU64::new(0)).collect();
-        Volume { path, name, map, verified }
+        Volume { path, name, map: Arc::new(map), verified }
     }
 
     pub fn len(&self) -> usize {
@@ -101,7 +103,7 @@ impl Volume {
     /// The volume's bytes. Of a volume in object storage, only those made present by
     /// [`Volume::ensure`] (and the header pages, fetched at open) are its bytes.
     pub fn bytes(&self) -> &[u8] {
-        match &self.map {
+        match &*self.map {
             Backing::Map(m) => m,
             Backing::Memory(b) => b,
             #[cfg(feature = "object-store")]
@@ -111,7 +113,7 @@ impl Volume {
 
     /// What messages call the volume: its file name, or its URL in object storage.
     pub fn label(&self) -> &str {
-        match &self.map {
+        match &*self.map {
             #[cfg(feature = "object-store")]
             Backing::Remote(r) => &r.url,
             _ => &self.name,
@@ -120,7 +122,7 @@ impl Volume {
 
     /// Whether the volume is read from object storage.
     pub fn is_remote(&self) -> bool {
-        match &self.map {
+        match &*self.map {
             #[cfg(feature = "object-store")]
             Backing::Remote(_) => true,
             _ => false,
@@ -131,7 +133,7 @@ impl Volume {
     /// they are not cached yet. One match per call: every page a reader fetches comes here.
     #[inline]
     fn range(&self, start: usize, end: usize) -> Result<Option<&[u8]>> {
-        match &self.map {
+        match &*self.map {
             Backing::Map(m) => Ok(m.get(start..end)),
             Backing::Memory(b) => Ok(b.get(start..end)),
             #[cfg(feature = "object-store")]
@@ -150,7 +152,7 @@ impl Volume {
     /// grow with the log. The bytes stay in the page cache and a later read maps them again.
     fn release(&self, first: usize, count: usize, page_size: usize) {
         #[cfg(unix)]
-        let map = match &self.map {
+        let map = match &*self.map {
             Backing::Map(m) => Some(m),
             #[cfg(feature = "object-store")]
             Backing::Remote(r) => Some(r.map()),
@@ -176,12 +178,12 @@ impl Volume {
     /// maps them from the cache). A hint only: errors are ignored (the walk reports them).
     fn prefetch(&self, first: usize, count: usize, page_size: usize) {
         #[cfg(feature = "object-store")]
-        if let Backing::Remote(r) = &self.map {
+        if let Backing::Remote(r) = &*self.map {
             r.prefetch((first * page_size) as u64, (count * page_size) as u64);
             return;
         }
         #[cfg(unix)]
-        if let Backing::Map(m) = &self.map {
+        if let Backing::Map(m) = &*self.map {
             use std::os::unix::fs::FileExt;
             const OS_PAGE: usize = 4096;
             let start = first.saturating_mul(page_size).min(m.len());
@@ -511,6 +513,30 @@ impl LogSet {
         let mut set = LogSet::from_volumes(volumes)?;
         set.store_counters = counters;
         Ok(set)
+    }
+
+    /// The log set as it is now, for a reader that follows a live log: `paths` (local files
+    /// and directories) listed again, each archive this set holds kept as it is (a written
+    /// archive never changes: its map and the pages already verified carry over, and nothing is
+    /// opened or checked again), every other volume (the active one, new archives) opened. A
+    /// poll thus costs the listing and the new volumes, not the whole history.
+    pub fn refreshed(&self, paths: &[PathBuf]) -> Result<LogSet> {
+        let kept: HashMap<&Path, &Volume> =
+            self.archives.iter().map(|a| (self.volumes[a.vol].path.as_path(), &self.volumes[a.vol])).collect();
+        let volumes = expand(paths)?
+            .iter()
+            .map(|path| match kept.get(path.as_path()) {
+                // The same archive, unless the file at its path is another now.
+                Some(v) if std::fs::metadata(path).is_ok_and(|m| m.len() == v.len() as u64) => Ok((*v).clone()),
+                _ => Volume::open(path),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        LogSet::from_volumes(volumes)
+    }
+
+    /// Whether the two volumes share their mapping (a volume kept by [`LogSet::refreshed`]).
+    pub fn shares_volume(&self, other: &LogSet, vol: usize, other_vol: usize) -> bool {
+        Arc::ptr_eq(&self.volumes[vol].map, &other.volumes[other_vol].map)
     }
 
     /// Requests made to object storage and bytes fetched from it so far (zeros for a log set
@@ -1201,6 +1227,40 @@ mod tests {
         assert_eq!(name_role("db_lgar.removed"), NameRole::Other);
         assert_eq!(name_role("db_lgar01"), NameRole::Other);
         assert_eq!(name_role("db_lginf"), NameRole::Other);
+    }
+
+    #[test]
+    fn a_refreshed_set_keeps_its_archives_and_reopens_the_rest() {
+        use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
+        let cfg = WriterConfig { page_size: 4096, active_pages: 16, archive_pages: 8, ..WriterConfig::default() };
+        let mut w = LogWriter::new(cfg).unwrap();
+        for i in 0..1200usize {
+            let fields = DataFields { rcvindex: 1, ..DataFields::default() };
+            let body = vec![i as u8; 200];
+            w.append(1, crate::format::rectype::LOG_REDO_DATA, &fields, &[], &body, false, false).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        w.finish(dir.path()).unwrap();
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        assert!(log.archives.len() >= 2, "{} archives", log.archives.len());
+        let again = Arc::new(log.refreshed(&[dir.path().to_path_buf()]).unwrap());
+        assert_eq!(again.archives.len(), log.archives.len());
+        for (a, b) in log.archives.iter().zip(&again.archives) {
+            assert!(log.shares_volume(&again, a.vol, b.vol), "archive {} reopened", a.num);
+        }
+        let (act, act2) = (log.active.as_ref().unwrap().vol, again.active.as_ref().unwrap().vol);
+        assert!(!log.shares_volume(&again, act, act2), "the active volume is read again");
+        // The same records, read through either set.
+        let walk = |set: &Arc<LogSet>| {
+            let on = crate::log::walker::OnEncrypted::Raise;
+            let mut w = crate::log::walker::Walker::new(set.clone(), None, None, on).unwrap();
+            let mut n = 0;
+            while w.next_record().unwrap().is_some() {
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(walk(&log), walk(&again));
     }
 
     #[test]
