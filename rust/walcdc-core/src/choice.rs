@@ -44,33 +44,18 @@ pub trait OptionValue {
     }
 }
 
-impl OptionValue for bool {
-    const KIND: &'static str = "bool";
-    fn to_json(&self) -> serde_json::Value {
-        (*self).into()
-    }
+/// Plain values, shown as themselves.
+macro_rules! plain_values {
+    ($($ty:ty => $kind:literal),* $(,)?) => {$(
+        impl OptionValue for $ty {
+            const KIND: &'static str = $kind;
+            fn to_json(&self) -> serde_json::Value {
+                self.clone().into()
+            }
+        }
+    )*};
 }
-
-impl OptionValue for usize {
-    const KIND: &'static str = "int";
-    fn to_json(&self) -> serde_json::Value {
-        (*self).into()
-    }
-}
-
-impl OptionValue for u64 {
-    const KIND: &'static str = "int";
-    fn to_json(&self) -> serde_json::Value {
-        (*self).into()
-    }
-}
-
-impl OptionValue for String {
-    const KIND: &'static str = "string";
-    fn to_json(&self) -> serde_json::Value {
-        self.as_str().into()
-    }
-}
+plain_values!(bool => "bool", usize => "int", u64 => "int", String => "string");
 
 impl<T: OptionValue> OptionValue for Option<T> {
     const KIND: &'static str = T::KIND;

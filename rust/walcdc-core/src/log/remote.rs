@@ -303,11 +303,12 @@ impl Stores {
     /// (header pages) are fetched, several at a time.
     pub(crate) fn open(&self, located: Vec<Located>) -> Result<Vec<Arc<RemoteFile>>> {
         let in_flight = Arc::new(Semaphore::new(CONCURRENCY));
+        let cache_dir = self.options.cache_dir();
         let files: Vec<Arc<RemoteFile>> = located
             .into_iter()
             .map(|l| {
                 let shared = (self.counters.clone(), self.secrets.clone(), self.rt.clone(), in_flight.clone());
-                RemoteFile::new(l, shared, self.options.cache_dir().as_deref()).map(Arc::new)
+                RemoteFile::new(l, shared, cache_dir.as_deref()).map(Arc::new)
             })
             .collect::<Result<_>>()?;
         let heads = files.iter().map(|f| async move {
