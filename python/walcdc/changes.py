@@ -146,7 +146,7 @@ class Cursor:
 
 
 def _stream_batches(
-    native, convert=None, users=None, on_warning=None, partial_emitted: bool = False
+    native, users=None, on_warning=None, partial_emitted: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """A stream's batches, then its warnings. Holds what it reads, never the stream object: a
     generator referring back to its stream would make a reference cycle through pyarrow's
@@ -156,8 +156,7 @@ def _stream_batches(
         batch = pa.record_batch(b)
         if users is not None:
             users.see(batch)
-        yield convert(batch) if convert is not None else batch
-    yield from _finish(convert)
+        yield batch
     _say(_new_warnings(native, {}, partial_emitted), on_warning)
     if users is not None:
         users.finish()
@@ -206,11 +205,9 @@ def _user_key(name: str) -> bytes:
     return name.encode("utf-8").lower()  # bytes.lower(): ASCII only
 
 
-def _finish(convert) -> Iterator[pa.RecordBatch]:
-    """What a transform still holds when no more events come (an envelope's END record)."""
-    tail = convert.finish() if hasattr(convert, "finish") else None
-    if tail is not None and tail.num_rows:
-        yield tail
+#: What a followed stream gives between polls, in :meth:`ChangeStream.chunks`: everything
+#: written so far was read, so every transaction emitted is whole (an envelope can close it).
+IDLE = None
 
 
 #: Where a follower says what it waits for (a log line once per distinct problem).
@@ -228,7 +225,6 @@ def _waiting(problem: LogError, said: set) -> None:
 
 def _follow_batches(
     native,
-    convert,
     *,
     log,
     paths: List[str],
@@ -243,7 +239,8 @@ def _follow_batches(
     was written since (a fresh snapshot of ``paths``: the previous one, ``log`` at first,
     refreshed, so that a poll opens only the active volume and new archives), until ``stop`` is
     set or nothing new came for ``idle_timeout`` seconds, or the stream's ``end`` is reached.
-    The last batch of a poll is flushed at once, so an event waits for no batch to fill."""
+    The last batch of a poll is flushed at once, so an event waits for no batch to fill; after
+    it comes :data:`IDLE`."""
     options = list((storage_options or {}).items()) or None
     quiet_since = time.monotonic()
     failure: Optional[LogError] = None
@@ -254,9 +251,9 @@ def _follow_batches(
             quiet_since = time.monotonic()
             batch = pa.record_batch(b)
             _say(_new_warnings(native, told, partial_emitted), on_warning)
-            yield convert(batch) if convert is not None else batch
+            yield batch
         # A poll gives whole transactions: the last one is over.
-        yield from _finish(convert)
+        yield IDLE
         _say(_new_warnings(native, told, partial_emitted), on_warning)
         if native.end_reason() == "requested_end":
             break  # the stream's end= is reached: nothing after it is read
@@ -443,13 +440,12 @@ class ChangeStream:
     Iterate it for ``pyarrow.RecordBatch`` es, call :meth:`read_all`, or hand it to anything
     that reads Arrow streams (it implements ``__arrow_c_stream__``; :attr:`reader` is the
     underlying ``pyarrow.RecordBatchReader``). Batches are built in Rust and imported without
-    copying.
+    copying. The stream knows no output format: an envelope (:mod:`walcdc.envelope`) wraps it.
     """
 
     def __init__(
         self,
         native,
-        transform=None,
         info: Optional[Dict[str, Any]] = None,
         follow: Optional[Dict[str, Any]] = None,
         users: Optional[_UserCheck] = None,
@@ -458,16 +454,21 @@ class ChangeStream:
         self._native = native
         #: What the stream reads: ``committed_only``, ``db_creation``, ``database``, filters.
         self.info: Dict[str, Any] = dict(info or {})
-        native_schema = pa.schema(native.schema())
-        self._transform = transform
-        self.schema: pa.Schema = transform.schema(native_schema) if transform else native_schema
+        self.schema: pa.Schema = pa.schema(native.schema())
         said = dict(on_warning=on_warning, partial_emitted=self.info.get("on_partial") == "emit")
         if follow is not None:
             self._stop = threading.Event()
-            batches = _follow_batches(native, transform, stop=self._stop, **follow, **said)
+            self._chunks = _follow_batches(native, stop=self._stop, **follow, **said)
         else:
-            batches = _stream_batches(native, transform, users, **said)
+            self._chunks = _stream_batches(native, users, **said)
+        batches = (b for b in self._chunks if b is not IDLE)
         self.reader: pa.RecordBatchReader = pa.RecordBatchReader.from_batches(self.schema, batches)
+
+    def chunks(self) -> Iterator[Optional[pa.RecordBatch]]:
+        """The batches, and :data:`IDLE` where a followed stream has read all that is written
+        (for a consumer that acts on a quiet log, as an envelope closes the last transaction).
+        Iterate either this or the stream, not both."""
+        return self._chunks
 
     # The RecordBatchReader interface.
     def __iter__(self) -> Iterator[pa.RecordBatch]:
@@ -568,7 +569,6 @@ class TableChangeStream(ChangeStream):
     def __init__(self, native, info: Optional[Dict[str, Any]] = None, users=None, on_warning=None):
         self._native = native
         self.info = dict(info or {})
-        self._transform = None
         self.schema = None  # one per table and representation
         self.reader = None
         self._users = users
@@ -771,9 +771,9 @@ def _open_stream(
     check = _UserCheck(log, [str(u) for u in users]) if users else None
     if by_table:
         return TableChangeStream(native, info, users=check, on_warning=on_warning)
-    transform = None
+    stream = ChangeStream(native, info, follow=follow, users=check, on_warning=on_warning)
     if envelope == "debezium":
-        from walcdc.envelope import Debezium
+        from walcdc.envelope import Debezium, EnvelopedStream
 
         columns = None
         if (envelope_options or {}).get("schemas"):
@@ -784,7 +784,8 @@ def _open_stream(
             columns = TableColumns(log, options["keys"], since, follow=follow is not None)
         transform = Debezium(info["database"], envelope_options, columns)
         transform.prime(_transaction_head(log, options, batch_size))
-    return ChangeStream(native, transform, info, follow=follow, users=check, on_warning=on_warning)
+        return EnvelopedStream(stream, transform)
+    return stream
 
 
 def _cursor(options: Dict[str, Any]) -> Optional[Cursor]:

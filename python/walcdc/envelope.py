@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -72,6 +72,7 @@ from walcdc.ddl import DdlType
 
 __all__ = [
     "Debezium",
+    "EnvelopedStream",
     "OPTIONS",
     "envelope_options",
     "lsa_text",
@@ -480,3 +481,63 @@ class Debezium:
                 both.take(pa.array(own["key" if f.name == "key" else "value"], pa.int64()))
             )
         return pa.record_batch(columns, schema=schema)
+
+
+class EnvelopedStream:
+    """A change stream in an envelope (``read_changes(..., envelope="debezium")``): the plain
+    stream's batches shaped by ``transform`` (a :class:`Debezium`), with what the transform
+    holds emitted where the plain stream goes quiet (a followed log's poll) and at its end.
+    Everything else (:attr:`cursor`, :meth:`state`, :attr:`stats`, :meth:`close`, ...) is the
+    plain stream's. The plain stream knows no envelope; this is the only place one is put on."""
+
+    def __init__(self, stream, transform: Debezium):
+        self._stream = stream
+        self._transform = transform
+        self.schema: pa.Schema = transform.schema(stream.schema)
+        shaped = _shaped(stream.chunks(), transform)
+        self.reader = pa.RecordBatchReader.from_batches(self.schema, shaped)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return iter(self.reader)
+
+    def read_next_batch(self) -> pa.RecordBatch:
+        return self.reader.read_next_batch()
+
+    def read_all(self) -> pa.Table:
+        return self.reader.read_all()
+
+    def read_pandas(self, **kw):
+        return self.reader.read_pandas(**kw)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.reader.__arrow_c_stream__(requested_schema)
+
+    def close(self) -> None:
+        """Ends the stream (a followed one from any thread, as :meth:`ChangeStream.close`)."""
+        if getattr(self._stream, "_stop", None) is None:
+            self.reader.close()
+        self._stream.close()
+
+    def __enter__(self) -> EnvelopedStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _shaped(chunks: Iterator[Optional[pa.RecordBatch]], transform: Debezium):
+    """``chunks`` (batches, and None where the stream is quiet) shaped by ``transform``. Holds
+    what it reads, never the stream (see ``walcdc.changes._stream_batches``)."""
+    for chunk in chunks:
+        if chunk is not None:
+            yield transform(chunk)
+            continue
+        tail = transform.finish()  # quiet: every transaction emitted so far is whole
+        if tail is not None and tail.num_rows:
+            yield tail
+    tail = transform.finish()
+    if tail is not None and tail.num_rows:
+        yield tail
