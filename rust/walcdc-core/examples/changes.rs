@@ -23,7 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let tables = table.map(|t| [t].into_iter().collect());
         let opts = ChangeOptions { decode, tables, on_encrypted: OnEncrypted::Skip, ..Default::default() };
         let mut reader = ChangeReader::new(log.clone(), opts)?;
-        let mut builder = ChangesBuilder::new(&log);
+        let mut builder = ChangesBuilder::new(&*log);
         let mut events = 0;
         while let Some(b) = next_changes_batch(&mut reader, &mut builder, 65536)? {
             events += b.num_rows();

@@ -22,7 +22,9 @@ use crate::format::lsa::Lsa;
 use crate::format::page::{set_checksum, PAGE_HEADER_SIZE};
 use crate::format::supplemental::Oid;
 use crate::log::logset::LogSet;
+use crate::log::payload::ReadPayloads;
 use crate::log::payload::{undo_diff, unzip_into};
+use crate::log::record::ReadRecords;
 use crate::log::walker::{find_end, validate_record_start, OnEncrypted, Walker};
 
 /// Input layout of the log-level targets:
@@ -106,7 +108,7 @@ pub fn fuzz_logset(data: &[u8]) {
     let log = Arc::new(log);
     let _ = find_end(&log).map_err(|e| check_error(&e));
     let Ok(mut walker) = Walker::new(log.clone(), None, None, OnEncrypted::Skip) else { return };
-    let mut builder = RecordsBuilder::new(&log, true);
+    let mut builder = RecordsBuilder::new(&*log, true);
     let mut starts = Vec::new();
     loop {
         let before = walker.last_lsa;
@@ -132,7 +134,7 @@ pub fn fuzz_logset(data: &[u8]) {
             let (mut undo, mut redo) = (Vec::new(), Vec::new());
             let _ = log.images(&rec, &mut undo, &mut redo).map_err(|e| check_error(&e));
         }
-        let _ = validate_record_start(&log, lsa).map_err(|e| check_error(&e));
+        let _ = validate_record_start(&*log, lsa).map_err(|e| check_error(&e));
     }
 }
 
@@ -187,7 +189,7 @@ pub fn fuzz_changes(data: &[u8]) {
             ..Default::default()
         };
         let Ok(mut reader) = ChangeReader::new(log.clone(), opts.clone()) else { continue };
-        let mut builder = ChangesBuilder::new(&log);
+        let mut builder = ChangesBuilder::new(&*log);
         loop {
             match next_changes_batch(&mut reader, &mut builder, 256) {
                 Ok(Some(_)) => {}
@@ -226,7 +228,7 @@ fn fuzz_ranges(log: &Arc<LogSet>, opts: &ChangeOptions) {
         .filter(|f| matches!(f.kind, FactKind::Commit | FactKind::Abort | FactKind::ClassWrite))
         .map(|f| CatalogInput::Record { lsa: f.lsa, end: None })
         .collect();
-    let Ok(versions) = CatalogVersions::build(log, &inputs) else { return };
+    let Ok(versions) = CatalogVersions::build(&**log, &inputs) else { return };
     let versions = Arc::new(versions);
     let mut ranged = Vec::new();
     for r in crate::log::ranges::split(log, 2) {

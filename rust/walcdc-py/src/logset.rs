@@ -24,6 +24,8 @@ use crate::conversion::{
 };
 use crate::error::to_py;
 use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
+use walcdc_core::log::payload::ReadPayloads;
+use walcdc_core::log::record::ReadRecords;
 
 /// The checked options of a change stream.
 #[pyclass(name = "ChangeOptions", module = "walcdc._native", frozen)]
@@ -105,7 +107,7 @@ impl PyLogSet {
     ) -> PyResult<RecordBatches> {
         let policy: OnEncrypted = parse_option(py, on_encrypted)?;
         let builder =
-            RecordsBuilder::with_columns(&self.inner, payloads, columns.as_deref()).map_err(|e| to_py(py, e))?;
+            RecordsBuilder::with_columns(&*self.inner, payloads, columns.as_deref()).map_err(|e| to_py(py, e))?;
         let schema = builder.schema();
         let log = self.inner.clone();
         let (start, end) = (key_to_lsa(start), key_to_lsa(end));
@@ -127,7 +129,7 @@ impl PyLogSet {
         let at = Lsa::from_key(lsa);
         let (rec, undo, redo) = py
             .detach(|| -> walcdc_core::error::Result<_> {
-                walcdc_core::log::walker::validate_record_start(log, at)?;
+                walcdc_core::log::walker::validate_record_start(&**log, at)?;
                 let rec = log.record_at(at)?;
                 let (mut u, mut r) = (Vec::new(), Vec::new());
                 log.images(&rec, &mut u, &mut r)?;
@@ -200,9 +202,9 @@ impl PyLogSet {
         let builder: Box<dyn EventBatchBuilder> = match &columns {
             Some(cols) => {
                 opts.values = true;
-                Box::new(TableChangesBuilder::new(&self.inner, table_columns(cols)?, opts.mode))
+                Box::new(TableChangesBuilder::new(&*self.inner, table_columns(cols)?, opts.mode))
             }
-            None => Box::new(ChangesBuilder::new(&self.inner)),
+            None => Box::new(ChangesBuilder::new(&*self.inner)),
         };
         let log = self.inner.clone();
         let state = state.map(|s| s.inner.clone());
@@ -238,7 +240,7 @@ impl PyLogSet {
             .detach(|| match checkpoint {
                 // What the class records say from the checkpoint to the end of the log.
                 Some(cp) => {
-                    cp.check(&log, cp.at)?;
+                    cp.check(&*log, cp.at)?;
                     cp.learn_until(&log, None, policy).map(|learned| learned.0)
                 }
                 None => walcdc_core::cdc::catalog::learn(&log, policy),

@@ -177,7 +177,8 @@ pub(crate) fn catalog_versions<'py>(
     let inputs = catalog_inputs(inputs);
     let seed = checkpoint_from(py, seed)?;
     let log = log.inner.clone();
-    let versions = py.detach(|| CatalogVersions::build_from(&log, &inputs, seed.as_ref())).map_err(|e| to_py(py, e))?;
+    let versions =
+        py.detach(|| CatalogVersions::build_from(&*log, &inputs, seed.as_ref())).map_err(|e| to_py(py, e))?;
     Ok((PyBytes::new(py, &versions.to_bytes()), versions.commits()))
 }
 
@@ -195,7 +196,7 @@ pub(crate) fn catalog_checkpoint<'py>(
     let seed = checkpoint_from(py, seed)?;
     let log = log.inner.clone();
     let cp = py
-        .detach(|| CatalogVersions::checkpoint(&log, &inputs, seed.as_ref(), Lsa::from_key(at)))
+        .detach(|| CatalogVersions::checkpoint(&*log, &inputs, seed.as_ref(), Lsa::from_key(at)))
         .map_err(|e| to_py(py, e))?;
     Ok(PyBytes::new(py, &cp.to_bytes()))
 }
@@ -234,9 +235,9 @@ fn finishing(
     let builder: Box<dyn EventBatchBuilder> = match columns {
         Some(cols) => {
             opts.values = true;
-            Box::new(TableChangesBuilder::new(&log.inner, table_columns(cols)?, opts.mode))
+            Box::new(TableChangesBuilder::new(&*log.inner, table_columns(cols)?, opts.mode))
         }
-        None => Box::new(ChangesBuilder::new(&log.inner)),
+        None => Box::new(ChangesBuilder::new(&*log.inner)),
     };
     Ok((opts, builder))
 }
@@ -313,7 +314,7 @@ pub(crate) fn check_cursor(
     options: PyRef<'_, PyChangeOptions>,
 ) -> PyResult<()> {
     match options.inner.cursor {
-        Some(c) => c.check(&log.inner, options.inner.committed_only).map_err(|e| to_py(py, e)),
+        Some(c) => c.check(&*log.inner, options.inner.committed_only).map_err(|e| to_py(py, e)),
         None => Ok(()),
     }
 }

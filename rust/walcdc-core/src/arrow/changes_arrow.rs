@@ -14,7 +14,7 @@ use crate::cdc::changes::ChangeReader;
 use crate::cdc::event::{Event, Op};
 use crate::error::Result;
 use crate::format::supplemental::Oid;
-use crate::log::logset::LogSet;
+use crate::log::source::LogSource;
 
 fn ts() -> DataType {
     DataType::Timestamp(TimeUnit::Second, Some("UTC".into()))
@@ -120,9 +120,11 @@ pub struct ChangesBuilder {
 
 impl ChangesBuilder {
     /// A builder for events of `log` (whose volume names fill the `file` column).
-    pub fn new(log: &LogSet) -> Self {
+    pub fn new(log: &dyn LogSource) -> Self {
         ChangesBuilder {
-            file_values: Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str()))),
+            file_values: Arc::new(StringArray::from_iter_values(
+                (0..log.volume_count()).map(|vol| log.volume_file(vol)),
+            )),
             file: Int16Builder::new(),
             schema: changes_schema(),
             images: true,
@@ -157,7 +159,7 @@ impl ChangesBuilder {
     }
 
     /// As [`ChangesBuilder::new`], leaving `before_image` / `after_image` null.
-    pub fn without_images(log: &LogSet) -> Self {
+    pub fn without_images(log: &dyn LogSource) -> Self {
         ChangesBuilder { images: false, ..ChangesBuilder::new(log) }
     }
 

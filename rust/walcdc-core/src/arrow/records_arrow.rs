@@ -15,8 +15,9 @@ use crate::error::Result;
 use crate::format::lsa::Lsa;
 use crate::format::rcvindex::RCVINDEX_NAMES;
 use crate::format::rectype::{type_name, NUM_TYPES};
-use crate::log::logset::LogSet;
+use crate::log::payload::ReadPayloads;
 use crate::log::record::Record;
+use crate::log::source::LogSource;
 use crate::log::walker::Walker;
 
 fn dict(key: DataType) -> DataType {
@@ -124,13 +125,17 @@ pub const MAX_BATCH_PAYLOAD_BYTES: u64 = 256 << 20;
 
 impl RecordsBuilder {
     /// A builder of every column of `records()` (with `undo` / `redo` when `with_payloads`).
-    pub fn new(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
+    pub fn new(log: &dyn LogSource, with_payloads: bool) -> RecordsBuilder {
         Self::with_columns(log, with_payloads, None).expect("every column exists")
     }
 
     /// A builder of the columns named (in the schema's order; None: all of them). Unknown
     /// names are an error; `undo` / `redo` need `with_payloads`.
-    pub fn with_columns(log: &LogSet, with_payloads: bool, columns: Option<&[String]>) -> Result<RecordsBuilder> {
+    pub fn with_columns(
+        log: &dyn LogSource,
+        with_payloads: bool,
+        columns: Option<&[String]>,
+    ) -> Result<RecordsBuilder> {
         let full = records_schema(with_payloads);
         let mut want = [false; MAX_COLUMNS];
         match columns {
@@ -162,12 +167,12 @@ impl RecordsBuilder {
         Ok(b)
     }
 
-    fn all(log: &LogSet, with_payloads: bool) -> RecordsBuilder {
+    fn all(log: &dyn LogSource, with_payloads: bool) -> RecordsBuilder {
         let type_values: ArrayRef =
             Arc::new(StringArray::from_iter_values((0..NUM_TYPES).map(|t| type_name(t as i32).unwrap_or(""))));
         let rcv_values: ArrayRef = Arc::new(StringArray::from_iter_values(RCVINDEX_NAMES.iter()));
         let file_values: ArrayRef =
-            Arc::new(StringArray::from_iter_values(log.volumes().iter().map(|v| v.name.as_str())));
+            Arc::new(StringArray::from_iter_values((0..log.volume_count()).map(|vol| log.volume_file(vol))));
         RecordsBuilder {
             schema: records_schema(with_payloads),
             want: [true; MAX_COLUMNS],
@@ -215,7 +220,7 @@ impl RecordsBuilder {
         self.len() == 0
     }
 
-    pub fn append(&mut self, log: &LogSet, r: &Record) -> Result<()> {
+    pub fn append(&mut self, log: &dyn LogSource, r: &Record) -> Result<()> {
         let w = &self.want;
         self.lsa.append_value(r.lsa.to_key());
         if w[FORW] {
@@ -278,7 +283,7 @@ impl RecordsBuilder {
             self.at_time.append_option(r.at_time());
         }
         if w[SIZE] {
-            self.size.append_value(r.size_in_log(log.page_size).min(u32::MAX as u64) as u32);
+            self.size.append_value(r.size_in_log(log.page_size()).min(u32::MAX as u64) as u32);
         }
         if w[FILE] {
             self.file.append_value(r.vol as i16);
@@ -294,7 +299,7 @@ impl RecordsBuilder {
 
     /// Whether `r`'s payloads would take a non-empty batch past its payload bound (known from
     /// the lengths alone, before anything is unzipped).
-    fn would_overfill(&self, log: &LogSet, r: &Record) -> Result<bool> {
+    fn would_overfill(&self, log: &dyn LogSource, r: &Record) -> Result<bool> {
         if self.payloads.is_none() || self.is_empty() {
             return Ok(false);
         }
@@ -356,15 +361,15 @@ impl RecordsBuilder {
 pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: usize) -> Result<Option<RecordBatch>> {
     let log = walker.log().clone();
     if let Some(r) = builder.carry.take() {
-        builder.append(&log, &r)?;
+        builder.append(&*log, &r)?;
     }
     while builder.len() < max_rows {
         match walker.next_record()? {
-            Some(r) if builder.would_overfill(&log, &r)? => {
+            Some(r) if builder.would_overfill(&*log, &r)? => {
                 builder.carry = Some(r);
                 break;
             }
-            Some(r) => builder.append(&log, &r)?,
+            Some(r) => builder.append(&*log, &r)?,
             None => break,
         }
     }
@@ -378,6 +383,7 @@ pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: u
 mod tests {
     use super::*;
     use crate::format::rectype::LOG_UNDO_DATA;
+    use crate::log::logset::LogSet;
     use crate::log::walker::OnEncrypted;
     use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
 
@@ -395,7 +401,7 @@ mod tests {
         w.finish(dir.path()).unwrap();
         let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
         let mut walker = Walker::new(log.clone(), None, None, OnEncrypted::Raise).unwrap();
-        let mut b = RecordsBuilder::new(&log, true);
+        let mut b = RecordsBuilder::new(&*log, true);
         b.max_payload_bytes = (5 << 20) / 2;
         let (mut seen, mut batches) = (Vec::new(), 0);
         while let Some(batch) = next_batch(&mut walker, &mut b, 1000).unwrap() {

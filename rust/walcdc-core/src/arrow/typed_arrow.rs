@@ -57,6 +57,7 @@ use crate::format::row::{self, Value};
 use crate::format::schema::{db_type, Domain};
 use crate::format::supplemental::Oid;
 use crate::log::logset::LogSet;
+use crate::log::source::LogSource;
 
 pub use crate::cdc::catalog::TableColumn;
 
@@ -725,7 +726,7 @@ pub struct TableChangesBuilder {
 impl TableChangesBuilder {
     /// A builder for events of `log` of the table with `columns` (current, definition order),
     /// keeping the images `mode` keeps.
-    pub fn new(log: &LogSet, columns: Vec<TableColumn>, mode: ImageMode) -> Self {
+    pub fn new(log: &dyn LogSource, columns: Vec<TableColumn>, mode: ImageMode) -> Self {
         TableChangesBuilder {
             schema: table_changes_schema(&columns),
             slots: columns.iter().enumerate().map(|(i, c)| (c.id, i)).collect(),
@@ -892,8 +893,8 @@ pub struct TableSplitter {
 
 impl TableSplitter {
     pub fn new(log: Arc<LogSet>, mode: ImageMode, max_rows: usize) -> Self {
-        let other = ChangesBuilder::without_images(&log);
-        let unknown = ChangesBuilder::new(&log);
+        let other = ChangesBuilder::without_images(&*log);
+        let unknown = ChangesBuilder::new(&*log);
         TableSplitter {
             log,
             mode,
@@ -980,7 +981,7 @@ impl TableSplitter {
         let part = self.parts.entry(class).or_insert_with(|| {
             let columns = catalog.table_columns(class).map(|(_, c)| c).unwrap_or_default();
             let table = typed.and_then(|t| t.table.clone());
-            Part { repid, table, builder: TableChangesBuilder::new(log, columns, mode) }
+            Part { repid, table, builder: TableChangesBuilder::new(&**log, columns, mode) }
         });
         part.builder.append(e);
         if part.builder.len() >= self.max_rows {

@@ -13,14 +13,15 @@ use crate::format::rcvindex::{
 use crate::format::rectype::{
     LOG_ABORT, LOG_COMMIT, LOG_COMPENSATE, LOG_DIFF_UNDOREDO_DATA, LOG_REDO_DATA, LOG_UNDOREDO_DATA,
 };
-use crate::log::logset::LogSet;
 use crate::log::record::Record;
+use crate::log::source::LogSource;
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
 use crate::format::schema::{self, Attribute, ClassSchema, Representation};
 use crate::format::supplemental::Oid;
 use crate::format::{class_record, row};
+use crate::log::payload::ReadPayloads;
 
 /// One column of a typed table (a table's current columns, in definition order).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,7 +192,7 @@ impl ClassTracker {
 
     /// What a record does to class records; the changes belong to the record's transaction
     /// (and take effect when it commits).
-    pub fn record(&mut self, log: &LogSet, rec: &Record, out: &mut Vec<ClassChange>) -> Result<()> {
+    pub fn record(&mut self, log: &dyn LogSource, rec: &Record, out: &mut Vec<ClassChange>) -> Result<()> {
         if matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
             self.end(rec.trid, rec.rectype == LOG_COMMIT, out);
             return Ok(());
@@ -272,7 +273,7 @@ fn first_overflow_page_of_class(page: &[u8]) -> bool {
 /// overflow write; `None` for records the tracker ignores. Decided from the record alone, so
 /// that a reader of one range of the log can pick out the writes that matter to the catalog:
 /// a transaction with no class-record image never changes a class record.
-pub fn class_record_write(log: &LogSet, rec: &Record) -> Result<Option<bool>> {
+pub fn class_record_write(log: &dyn LogSource, rec: &Record) -> Result<Option<bool>> {
     if rec.trid <= 0 {
         return Ok(None);
     }
@@ -655,7 +656,10 @@ pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
 
 /// Learns every committed class record of a log set (for `walcdc schema`): one forward walk,
 /// class changes staged per transaction and applied at its commit.
-pub fn learn(log: &std::sync::Arc<LogSet>, on_encrypted: crate::log::walker::OnEncrypted) -> Result<Catalog> {
+pub fn learn<S: LogSource + 'static>(
+    log: &std::sync::Arc<S>,
+    on_encrypted: crate::log::walker::OnEncrypted,
+) -> Result<Catalog> {
     Ok(learn_until(log, None, on_encrypted)?.0)
 }
 
@@ -672,7 +676,7 @@ pub struct Staging {
 
 impl Staging {
     /// What `rec` does to class records, staged under its transaction.
-    pub fn record(&mut self, tracker: &mut ClassTracker, log: &LogSet, rec: &Record) -> Result<()> {
+    pub fn record(&mut self, tracker: &mut ClassTracker, log: &dyn LogSource, rec: &Record) -> Result<()> {
         if rec.prev_tranlsa.is_null() {
             self.by_trid.remove(&rec.trid);
         }
@@ -709,8 +713,8 @@ impl Staging {
 /// Learns the committed class records before `end` (all, if `None`), and returns the tracker
 /// state to go on from there and the class changes of transactions still open at `end` (they
 /// take effect if those transactions commit after it).
-pub fn learn_until(
-    log: &std::sync::Arc<LogSet>,
+pub fn learn_until<S: LogSource + 'static>(
+    log: &std::sync::Arc<S>,
     end: Option<crate::format::lsa::Lsa>,
     on_encrypted: crate::log::walker::OnEncrypted,
 ) -> Result<(Catalog, ClassTracker, Staging)> {
@@ -720,8 +724,8 @@ pub fn learn_until(
 
 /// [`learn_until`] going on from what the class records said at `from` (`seed`, as
 /// [`learn_until`] returns it for `from`): the walk starts there.
-pub fn learn_from(
-    log: &std::sync::Arc<LogSet>,
+pub fn learn_from<S: LogSource + 'static>(
+    log: &std::sync::Arc<S>,
     seed: (Catalog, ClassTracker, Staging),
     from: Option<crate::format::lsa::Lsa>,
     end: Option<crate::format::lsa::Lsa>,
@@ -734,7 +738,7 @@ pub fn learn_from(
         if rec.trid <= 0 {
             continue;
         }
-        staging.record(&mut tracker, log, &rec)?;
+        staging.record(&mut tracker, &**log, &rec)?;
         match rec.rectype {
             LOG_COMMIT => staging.end(rec.trid, true, &mut catalog),
             LOG_ABORT => staging.end(rec.trid, false, &mut catalog),
@@ -780,12 +784,13 @@ impl CatalogCheckpoint {
     }
 
     /// The checkpoint can seed a stream of `log` that starts at `start`.
-    pub fn check(&self, log: &LogSet, start: crate::format::lsa::Lsa) -> Result<()> {
+    pub fn check(&self, log: &dyn LogSource, start: crate::format::lsa::Lsa) -> Result<()> {
         let bad = |msg: String| Err(crate::error::LogError::InvalidArgument { msg });
-        if self.db_creation != log.db_creation {
+        if self.db_creation != log.db_creation() {
             return bad(format!(
                 "the catalog checkpoint belongs to another database (db_creation {}), this log set's is {}",
-                self.db_creation, log.db_creation
+                self.db_creation,
+                log.db_creation()
             ));
         }
         if self.at > start {
@@ -796,9 +801,9 @@ impl CatalogCheckpoint {
 
     /// What the class records say at `end` (at or after the checkpoint; `None`: the end of
     /// the log), learned from it.
-    pub fn learn_until(
+    pub fn learn_until<S: LogSource + 'static>(
         &self,
-        log: &std::sync::Arc<LogSet>,
+        log: &std::sync::Arc<S>,
         end: Option<crate::format::lsa::Lsa>,
         on_encrypted: crate::log::walker::OnEncrypted,
     ) -> Result<(Catalog, ClassTracker, Staging)> {

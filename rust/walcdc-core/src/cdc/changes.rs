@@ -17,10 +17,12 @@ use crate::cdc::spill::{read_event, write_event};
 use crate::cdc::txn::{merge_ranges, undone, Spill, Txn};
 use crate::error::{LogError, Result};
 use crate::format::lsa::Lsa;
+use crate::log::source::LogSource;
 
 use crate::format::rectype::*;
 use crate::format::supplemental::{self, Oid, Supplement};
 use crate::log::logset::LogSet;
+use crate::log::record::ReadRecords;
 use crate::log::record::Record;
 use crate::log::walker::{OnEncrypted, Walker};
 
@@ -76,7 +78,7 @@ const STATE_BYTES: Framed = Framed { magic: b"WALCDCRS", version: 2, what: "a wa
 impl ReaderState {
     /// What a reader starting at `position` knows: the catalog there, no open transaction.
     fn at_start(
-        log: &LogSet,
+        log: &dyn LogSource,
         position: Lsa,
         committed_only: bool,
         catalog: Catalog,
@@ -85,7 +87,7 @@ impl ReaderState {
     ) -> ReaderState {
         ReaderState {
             position,
-            db_creation: log.db_creation,
+            db_creation: log.db_creation(),
             committed_only,
             catalog,
             classes: ClassTracker::default(),
@@ -229,12 +231,13 @@ pub struct ChangeStats {
 /// bound on memory, whatever a damaged log's class OIDs say).
 pub const MAX_UNKNOWN_TABLES: usize = 4096;
 
-/// Reads change events from a log set, one forward pass.
-pub struct ChangeReader {
-    log: Arc<LogSet>,
+/// Reads change events from a log source (the memory-mapped [`LogSet`] unless said
+/// otherwise), one forward pass.
+pub struct ChangeReader<S: LogSource + 'static = LogSet> {
+    log: Arc<S>,
     /// The log set's random-access count when the stream started (see `ChangeStats`).
     reads_at_start: u64,
-    walker: Walker,
+    walker: Walker<S>,
     opts: ChangeOptions,
     txns: TxnMap,
     ready: VecDeque<Event>,
@@ -293,14 +296,12 @@ struct VolumeIds {
 }
 
 impl VolumeIds {
-    fn map(&mut self, log: &LogSet) {
-        self.of_index = log
-            .volumes()
-            .iter()
-            .map(|v| match self.names.iter().position(|n| *n == v.name) {
+    fn map(&mut self, log: &dyn LogSource) {
+        self.of_index = (0..log.volume_count())
+            .map(|vol| match self.names.iter().position(|n| *n == log.volume_file(vol)) {
                 Some(i) => i as u16,
                 None => {
-                    self.names.push(v.name.clone());
+                    self.names.push(log.volume_file(vol).to_string());
                     (self.names.len() - 1) as u16
                 }
             })
@@ -308,19 +309,19 @@ impl VolumeIds {
     }
 }
 
-impl ChangeReader {
+impl<S: LogSource + 'static> ChangeReader<S> {
     /// The schemas in force where the stream stands (the events it emits now were decoded
     /// with them).
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
 
-    pub fn new(log: Arc<LogSet>, mut opts: ChangeOptions) -> Result<ChangeReader> {
+    pub fn new(log: Arc<S>, mut opts: ChangeOptions) -> Result<ChangeReader<S>> {
         let mut skip_commits_upto = None;
         let mut skip_events = 0;
         let mut skip_before = None;
         if let Some(c) = opts.cursor {
-            c.check(&log, opts.committed_only)?;
+            c.check(&*log, opts.committed_only)?;
             opts.start = Some(c.restart_lsa);
             skip_commits_upto = c.last_commit_lsa;
             skip_events = c.txn_offset;
@@ -331,18 +332,18 @@ impl ChangeReader {
         // checkpoint at or before the start, when one is given).
         let (catalog, classes, staging) = match (opts.start, opts.checkpoint.clone()) {
             (start, Some(cp)) => {
-                let start = start.unwrap_or(Lsa::new(log.first_pageid, 0));
-                cp.check(&log, start)?;
+                let start = start.unwrap_or(Lsa::new(log.first_pageid(), 0));
+                cp.check(&*log, start)?;
                 cp.learn_until(&log, Some(start), OnEncrypted::Skip)?
             }
-            (Some(s), None) if s.pageid > log.first_pageid || s.offset > 0 => {
+            (Some(s), None) if s.pageid > log.first_pageid() || s.offset > 0 => {
                 catalog::learn_until(&log, Some(s), OnEncrypted::Skip)?
             }
             _ => (Catalog::default(), ClassTracker::default(), Staging::default()),
         };
-        let position = opts.start.unwrap_or(Lsa::new(log.first_pageid, 0));
+        let position = opts.start.unwrap_or(Lsa::new(log.first_pageid(), 0));
         let mut state =
-            ReaderState::at_start(&log, position, opts.committed_only, catalog, skip_commits_upto, skip_before);
+            ReaderState::at_start(&*log, position, opts.committed_only, catalog, skip_commits_upto, skip_before);
         (state.classes, state.staging) = (classes, staging);
         Self::assemble(log, opts, walker, state, skip_events, None)
     }
@@ -355,7 +356,7 @@ impl ChangeReader {
     /// `range.versions`. `opts.start` (or the cursor's restart point) is the stream's start;
     /// the plan's ranges cover the stream and each commit lies in one range, so their events,
     /// in range order, are the stream's.
-    pub fn for_range(log: Arc<LogSet>, mut opts: ChangeOptions, range: RangeSpec) -> Result<ChangeReader> {
+    pub fn for_range(log: Arc<S>, mut opts: ChangeOptions, range: RangeSpec) -> Result<ChangeReader<S>> {
         if opts.follow {
             return Err(LogError::InvalidArgument { msg: "a range of a plan is read to its end, not followed".into() });
         }
@@ -363,18 +364,18 @@ impl ChangeReader {
         opts.checkpoint = None;
         let (mut skip_commits_upto, mut skip_before) = (range.skip_commits_upto, range.skip_before);
         if let Some(c) = opts.cursor {
-            c.check(&log, opts.committed_only)?;
+            c.check(&*log, opts.committed_only)?;
             opts.start = Some(c.restart_lsa);
             skip_commits_upto = c.last_commit_lsa;
             skip_before = Some(c.position);
         }
-        let floor = opts.start.unwrap_or(Lsa::new(log.first_pageid, 0));
+        let floor = opts.start.unwrap_or(Lsa::new(log.first_pageid(), 0));
         let skip_events = range.skip_events;
         let start = range.start.map_or(floor, |s| s.max(floor));
         let walker = Walker::for_range(log.clone(), Some(start), range.end, opts.on_encrypted)?;
         let mut walk = CatalogAsOf::new(range.versions.clone(), opts.user_schemas.clone(), opts.start);
         let catalog = walk.at(start, false).clone();
-        let state = ReaderState::at_start(&log, start, opts.committed_only, catalog, skip_commits_upto, skip_before);
+        let state = ReaderState::at_start(&*log, start, opts.committed_only, catalog, skip_commits_upto, skip_before);
         let range = RangeRead {
             walk,
             chase: None,
@@ -388,12 +389,13 @@ impl ChangeReader {
 
     /// A reader that goes on from `state` (see [`ReaderState`]) to `opts.end`; `opts.start`
     /// and `opts.cursor` must be unset (the state says where to start).
-    pub fn from_state(log: Arc<LogSet>, mut opts: ChangeOptions, state: ReaderState) -> Result<ChangeReader> {
-        if state.db_creation != log.db_creation {
+    pub fn from_state(log: Arc<S>, mut opts: ChangeOptions, state: ReaderState) -> Result<ChangeReader<S>> {
+        if state.db_creation != log.db_creation() {
             return Err(LogError::InvalidArgument {
                 msg: format!(
                     "the reader state belongs to another database (db_creation {}), this log set's is {}",
-                    state.db_creation, log.db_creation
+                    state.db_creation,
+                    log.db_creation()
                 ),
             });
         }
@@ -415,19 +417,19 @@ impl ChangeReader {
     /// The reader over `walker`, knowing what `state` knows; `skip_events` of the first
     /// transaction committed after the state's skip point were emitted already (a cursor).
     fn assemble(
-        log: Arc<LogSet>,
+        log: Arc<S>,
         mut opts: ChangeOptions,
-        walker: Walker,
+        walker: Walker<S>,
         state: ReaderState,
         skip_events: u32,
         mut range: Option<RangeRead>,
-    ) -> Result<ChangeReader> {
+    ) -> Result<ChangeReader<S>> {
         let walk_start = state.position;
         let mut catalog = state.catalog;
         // Checkpoints hold what the log's class records say: not with user-given schemas,
         // which join the catalog; not in a range of a plan, which learns no class records.
         let checkpoint_pages = if opts.user_schemas.is_empty() && range.is_none() {
-            (opts.checkpoint_every / log.page_size.max(1) as u64).clamp(1, i64::MAX as u64) as i64
+            (opts.checkpoint_every / log.page_size().max(1) as u64).clamp(1, i64::MAX as u64) as i64
         } else {
             0
         };
@@ -446,7 +448,7 @@ impl ChangeReader {
         let buffered = state.txns.values().map(|t| t.bytes).sum();
         let volume_ids = opts.follow.then(|| {
             let mut ids = VolumeIds::default();
-            ids.map(&log);
+            ids.map(&*log);
             ids
         });
         let stats = ChangeStats { supplemental_records: state.supplemental_records, ..ChangeStats::default() };
@@ -505,7 +507,7 @@ impl ChangeReader {
         }
         self.checkpoints.push(catalog::CatalogCheckpoint {
             at,
-            db_creation: self.log.db_creation,
+            db_creation: self.log.db_creation(),
             catalog: self.catalog.clone(),
             tracker: self.classes.clone(),
             staging: self.staging.clone(),
@@ -522,7 +524,7 @@ impl ChangeReader {
 
     /// The catalog at the end of the log, when keys are the names at the end.
     fn catalog_now(
-        log: &Arc<LogSet>,
+        log: &Arc<S>,
         opts: &ChangeOptions,
         user_schemas: Vec<(Oid, String, Option<i32>, Vec<catalog::UserColumn>)>,
     ) -> Result<Option<Catalog>> {
@@ -554,7 +556,7 @@ impl ChangeReader {
             });
         }
         let position =
-            self.walker.resume_point().or(self.opts.start).unwrap_or_else(|| Lsa::new(self.log.first_pageid, 0));
+            self.walker.resume_point().or(self.opts.start).unwrap_or_else(|| Lsa::new(self.log.first_pageid(), 0));
         let mut txns = TxnMap::with_capacity_and_hasher(self.txns.len(), Default::default());
         for (&trid, t) in &self.txns {
             let Some(copy) = t.snapshot() else {
@@ -566,7 +568,7 @@ impl ChangeReader {
         }
         Ok(ReaderState {
             position,
-            db_creation: self.log.db_creation,
+            db_creation: self.log.db_creation(),
             committed_only: self.opts.committed_only,
             catalog: self.catalog.clone(),
             classes: self.classes.clone(),
@@ -580,7 +582,7 @@ impl ChangeReader {
         })
     }
 
-    pub fn log(&self) -> &Arc<LogSet> {
+    pub fn log(&self) -> &Arc<S> {
         &self.log
     }
 
@@ -589,20 +591,20 @@ impl ChangeReader {
     pub fn volume_names(&self) -> Vec<String> {
         match &self.volume_ids {
             Some(ids) => ids.names.clone(),
-            None => self.log.volumes().iter().map(|v| v.name.clone()).collect(),
+            None => (0..self.log.volume_count()).map(|vol| self.log.volume_file(vol).to_string()).collect(),
         }
     }
 
     /// Following a live log (`ChangeOptions::follow`): goes on in `log`, a later snapshot of
     /// the same log set (its header read again, new archives), from where the written log
     /// ended. Returns whether the reader had reached that end (otherwise nothing changes).
-    pub fn refresh(&mut self, log: Arc<LogSet>) -> Result<bool> {
+    pub fn refresh(&mut self, log: Arc<S>) -> Result<bool> {
         match self.walker.resume_on(log.clone())? {
             Some(walker) => {
                 self.walker = walker;
                 self.reads_at_start = log.random_reads();
                 if let Some(ids) = self.volume_ids.as_mut() {
-                    ids.map(&log);
+                    ids.map(&*log);
                 }
                 self.log = log;
                 Ok(true)
@@ -646,7 +648,7 @@ impl ChangeReader {
             .walker
             .resume_point()
             .or(self.walker.last_lsa)
-            .unwrap_or_else(|| self.opts.start.unwrap_or(Lsa::new(self.log.first_pageid, 0)));
+            .unwrap_or_else(|| self.opts.start.unwrap_or(Lsa::new(self.log.first_pageid(), 0)));
         // Everything before `here` has been read; what was emitted from it, the stream knows.
         let position = self.ready.front().map_or(here, |e| e.lsa.min(here));
         // The oldest transaction still open restarts the walk: its user, undone ranges and
@@ -656,7 +658,7 @@ impl ChangeReader {
             // CUBRID's stream has no buffers: what comes before `position` was emitted. The
             // last commit passed is the resumed cursor's until the stream passes another.
             return Cursor {
-                db_creation: self.log.db_creation,
+                db_creation: self.log.db_creation(),
                 restart_lsa,
                 last_commit_lsa: self.last_commit.or(self.skip_commits_upto),
                 txn_offset: 0,
@@ -673,7 +675,7 @@ impl ChangeReader {
             None => (self.last_commit, 0),
         };
         Cursor {
-            db_creation: self.log.db_creation,
+            db_creation: self.log.db_creation(),
             restart_lsa,
             last_commit_lsa: last_commit.or(self.skip_commits_upto),
             txn_offset,
@@ -783,7 +785,7 @@ impl ChangeReader {
     fn process(&mut self, rec: &Record) -> Result<()> {
         if rec.trid <= 0 {
             // System transactions never carry changes; the HA-state dummy is CUBRID's timer.
-            extract::check_system_record(&self.log, rec)?;
+            extract::check_system_record(&*self.log, rec)?;
             if rec.rectype == LOG_DUMMY_HA_SERVER_STATE && self.wants(Op::Timer) && self.shown(Op::Timer) {
                 let mut e = Event::at(rec, Op::Timer);
                 e.time = rec.at_time();
@@ -811,7 +813,7 @@ impl ChangeReader {
                 Some(r.floor)
             }
             None => {
-                self.staging.record(&mut self.classes, &self.log, rec)?;
+                self.staging.record(&mut self.classes, &*self.log, rec)?;
                 None
             }
         };
@@ -819,7 +821,7 @@ impl ChangeReader {
         // before the oldest volume, began in an archive that is gone. In a range of a plan,
         // one whose previous record lies in the stream before the range is read back when it
         // ends.
-        let oldest = Lsa::new(self.log.first_pageid, 0);
+        let oldest = Lsa::new(self.log.first_pageid(), 0);
         self.txns.entry(rec.trid).or_insert_with(|| {
             let mut t = Txn::new(rec.lsa);
             if !fresh {
@@ -1125,8 +1127,8 @@ impl ChangeReader {
     /// began before the log set's oldest volume. Reads only those records; checks every link.
     fn chain_back(&self, trid: i32, from: Lsa, mut visit: impl FnMut(&Record)) -> Result<(Vec<Lsa>, bool)> {
         let floor = self.range.as_ref().map_or(Lsa::NULL, |r| r.floor);
-        let oldest = Lsa::new(self.log.first_pageid, 0);
-        let corrupt = |log: &LogSet, at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
+        let oldest = Lsa::new(self.log.first_pageid(), 0);
+        let corrupt = |log: &dyn LogSource, at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
         let mut chain = Vec::new();
         let mut at = from;
         let mut partial = false;
@@ -1134,7 +1136,7 @@ impl ChangeReader {
             let rec = self.log.record_at(at)?;
             if rec.trid != trid || matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
                 return Err(corrupt(
-                    &self.log,
+                    &*self.log,
                     at,
                     format!(
                         "the chain of transaction {trid}'s records leads here, to a {} of transaction {} \
@@ -1152,7 +1154,7 @@ impl ChangeReader {
             }
             if prev >= at {
                 let msg = format!("its prev_tranlsa {prev} does not lie before it (a damaged link)");
-                return Err(corrupt(&self.log, at, msg));
+                return Err(corrupt(&*self.log, at, msg));
             }
             if prev < floor {
                 partial = prev < oldest;
@@ -1176,7 +1178,7 @@ impl ChangeReader {
             }
         })?;
         let user = match first_user {
-            Some(at) => match self.extractor.supplement(&self.log, &self.log.record_at(at)?)? {
+            Some(at) => match self.extractor.supplement(&*self.log, &self.log.record_at(at)?)? {
                 Supplement::TranUser(u) => Some(Arc::from(u.as_str())),
                 _ => None,
             },
@@ -1222,7 +1224,7 @@ impl ChangeReader {
 
     fn on_supplemental(&mut self, rec: &Record) -> Result<()> {
         self.stats.supplemental_records += 1;
-        let supp = self.extractor.supplement(&self.log, rec)?;
+        let supp = self.extractor.supplement(&*self.log, rec)?;
         self.check_undo_pair(rec, &supp)?;
         if !self.opts.committed_only && !matches!(supp, Supplement::UndoRecord) {
             self.learn_earlier(rec.trid)?;
@@ -1248,7 +1250,7 @@ impl ChangeReader {
                 if (user.is_some() || engine) && !self.user_passes(user.as_deref()) {
                     return Ok(());
                 }
-                let Some(mut e) = dml_candidate(&self.log, rec, &dml, &self.opts, &self.catalog)? else {
+                let Some(mut e) = dml_candidate(&*self.log, rec, &dml, &self.opts, &self.catalog)? else {
                     return Ok(());
                 };
                 e.user = user;
@@ -1294,7 +1296,7 @@ impl ChangeReader {
                 break;
             }
             if r.supplement_type() == Some(supplemental::TRAN_USER) {
-                if let Supplement::TranUser(user) = self.extractor.supplement(&self.log, &r)? {
+                if let Supplement::TranUser(user) = self.extractor.supplement(&*self.log, &r)? {
                     found = Some(Ok(user));
                     break;
                 }
@@ -1375,7 +1377,7 @@ impl ChangeReader {
     }
 }
 
-impl ChangeReader {
+impl<S: LogSource + 'static> ChangeReader<S> {
     /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
     /// changes), and names its table.
     fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
@@ -1404,7 +1406,7 @@ impl ChangeReader {
 /// table, operation; the user is the caller's to check): decided before any image is built,
 /// with `catalog` as of the record (committed class changes only).
 pub fn dml_candidate(
-    log: &LogSet,
+    log: &dyn LogSource,
     rec: &Record,
     dml: &supplemental::DmlSupplement,
     opts: &ChangeOptions,
@@ -1579,5 +1581,142 @@ pub fn keep_wanted_images(mode: ImageMode, e: &mut Event) {
             t.after = None;
         }
         t.changed_columns = None;
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use super::*;
+    use crate::format::log_header::ActiveHeader;
+    use crate::format::rcvindex::RVHF_MVCC_INSERT;
+    use crate::log::source::{Absent, Fetch, PageSource};
+    use crate::testkit::writer::{DataFields, LogWriter, WriterConfig};
+
+    /// A log a server is still writing, as a source of its own: the pages of a finished log
+    /// below `written`, nothing after. No header vouches for more; it grows in place.
+    struct Growing {
+        log: Arc<LogSet>,
+        written: AtomicI64,
+    }
+
+    impl PageSource for Growing {
+        fn page_size(&self) -> usize {
+            self.log.page_size
+        }
+        fn fetch(&self, pageid: i64) -> Fetch<'_> {
+            if pageid >= self.written.load(Ordering::Acquire) {
+                return Fetch::Absent(Absent::NoVolume);
+            }
+            self.log.fetch(pageid)
+        }
+        fn fetch_error(&self, f: Fetch<'_>, pageid: i64, lsa: Lsa) -> LogError {
+            self.log.fetch_error(f, pageid, lsa)
+        }
+        fn volume_name(&self, vol: usize) -> &str {
+            self.log.volume_name(vol)
+        }
+        fn total_bytes(&self) -> u64 {
+            self.log.total_bytes()
+        }
+    }
+
+    impl LogSource for Growing {
+        fn db_creation(&self) -> i64 {
+            self.log.db_creation
+        }
+        fn first_pageid(&self) -> i64 {
+            self.log.first_pageid
+        }
+        fn header(&self) -> Option<&ActiveHeader> {
+            None
+        }
+        fn active_volume(&self) -> Option<usize> {
+            None
+        }
+        fn nxarv_pageid(&self) -> i64 {
+            self.log.first_pageid
+        }
+        fn set_name(&self) -> String {
+            self.log.set_name()
+        }
+        fn volume_count(&self) -> usize {
+            self.log.volumes().len()
+        }
+        fn volume_file(&self, vol: usize) -> &str {
+            &self.log.volumes()[vol].name
+        }
+    }
+
+    /// Committed transactions of one INSERT each (a heap record, its supplemental records),
+    /// written as the engine writes them.
+    fn inserts(dir: &std::path::Path, count: usize) -> Lsa {
+        let cfg = WriterConfig { page_size: 4096, active_pages: 16, archive_pages: 8, ..WriterConfig::default() };
+        let mut w = LogWriter::new(cfg).unwrap();
+        let supplement = |kind: i32| DataFields { supplement_type: kind, ..DataFields::default() };
+        for i in 0..count {
+            let trid = 100 + (i % 7) as i32;
+            w.append(trid, LOG_SUPPLEMENTAL_INFO, &supplement(supplemental::TRAN_USER), b"DBA", &[], false, false)
+                .unwrap();
+            let row = [&[0u8, 2][..], &[1, 0, 0, 1, 0, 0, 0, 0][..], &vec![i as u8; 40 + i % 90][..]].concat();
+            let data = DataFields {
+                rcvindex: RVHF_MVCC_INSERT,
+                pageid: 500 + i as i32,
+                offset: 1,
+                mvccid: 1000 + i as u64,
+                ..DataFields::default()
+            };
+            let at = w.append(trid, LOG_MVCC_UNDOREDO_DATA, &data, &[], &row, false, false).unwrap();
+            let class = [&[7u8, 0, 0, 0, 3, 0, 0, 0][..], &at.to_raw().to_le_bytes()[..]].concat();
+            w.append(trid, LOG_SUPPLEMENTAL_INFO, &supplement(supplemental::INSERT), &class, &[], false, false)
+                .unwrap();
+            let commit = DataFields { at_time: 1_700_000_000 + i as i64, ..DataFields::default() };
+            w.append(trid, LOG_COMMIT, &commit, &[], &[], false, false).unwrap();
+        }
+        let end = w.end_lsa();
+        w.finish(dir).unwrap();
+        end
+    }
+
+    fn drain<S: LogSource + 'static>(reader: &mut ChangeReader<S>, into: &mut Vec<Event>) {
+        while let Some(e) = reader.next_event().unwrap() {
+            into.push(e);
+        }
+    }
+
+    /// The reader reads any `LogSource`: over a source whose pages appear one at a time, a
+    /// followed stream goes on over the same source (its pages refreshed, not a new log set)
+    /// and emits exactly the events of the finished log.
+    #[test]
+    fn a_followed_source_that_grows_in_place_gives_the_finished_logs_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let end = inserts(dir.path(), 400);
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        assert!(!log.archives.is_empty(), "the log spans archives");
+        let opts = ChangeOptions { mode: ImageMode::Full, ..ChangeOptions::default() };
+        let mut whole = Vec::new();
+        drain(&mut ChangeReader::new(log.clone(), opts.clone()).unwrap(), &mut whole);
+        assert_eq!(whole.len(), 400);
+        assert!(whole.iter().all(|e| e.op == Op::Insert && e.after.is_some() && e.commit_lsa.is_some()));
+
+        let first = log.first_pageid;
+        let growing = Arc::new(Growing { log: log.clone(), written: AtomicI64::new(first + 1) });
+        let mut reader = ChangeReader::new(growing.clone(), ChangeOptions { follow: true, ..opts }).unwrap();
+        let mut followed = Vec::new();
+        let mut polls = 0;
+        loop {
+            drain(&mut reader, &mut followed);
+            assert!(followed.len() <= whole.len());
+            assert_eq!(followed[..], whole[..followed.len()], "poll {polls}");
+            if growing.written.load(Ordering::Acquire) > end.pageid {
+                break;
+            }
+            growing.written.fetch_add(1, Ordering::AcqRel); // the server writes a page
+            assert!(reader.refresh(growing.clone()).unwrap(), "the walk waited at the written end");
+            polls += 1;
+        }
+        assert_eq!(followed, whole);
+        assert!(polls as i64 >= end.pageid - first, "{polls} polls");
     }
 }

@@ -8,8 +8,10 @@ use crate::format::lsa::Lsa;
 use crate::format::rcvindex::*;
 use crate::format::rectype::*;
 use crate::format::supplemental::{self, DmlKind, DmlSupplement, Oid};
-use crate::log::logset::LogSet;
+use crate::log::payload::ReadPayloads;
+use crate::log::record::ReadRecords;
 use crate::log::record::Record;
+use crate::log::source::LogSource;
 
 pub use crate::format::heap::{REC_ASSIGN_ADDRESS, REC_BIGONE, REC_HOME, REC_NEWHOME, REC_RELOCATION, REC_UNKNOWN};
 
@@ -28,7 +30,7 @@ pub struct Image {
 }
 
 impl Image {
-    fn from_recdes(payload: &[u8], at: Lsa, log: &LogSet) -> Result<Image> {
+    fn from_recdes(payload: &[u8], at: Lsa, log: &dyn LogSource) -> Result<Image> {
         if payload.len() < 2 {
             return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
         }
@@ -36,7 +38,7 @@ impl Image {
     }
 
     /// As [`Image::from_recdes`], keeping the payload's buffer (no second copy of the row).
-    fn from_recdes_vec(mut payload: Vec<u8>, at: Lsa, log: &LogSet) -> Result<Image> {
+    fn from_recdes_vec(mut payload: Vec<u8>, at: Lsa, log: &dyn LogSource) -> Result<Image> {
         if payload.len() < 2 {
             return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
         }
@@ -51,7 +53,7 @@ impl Image {
 /// that all chases together read a number of records bounded by the size of the log, whatever
 /// its LSAs say (a cycle or a pointer far back cannot make one event cost a long walk).
 struct Operation<'a> {
-    log: &'a LogSet,
+    log: &'a dyn LogSource,
     /// The supplemental record.
     at: Lsa,
     trid: i32,
@@ -59,7 +61,7 @@ struct Operation<'a> {
 }
 
 impl<'a> Operation<'a> {
-    fn new(log: &'a LogSet, at: Lsa, trid: i32) -> Self {
+    fn new(log: &'a dyn LogSource, at: Lsa, trid: i32) -> Self {
         Operation { log, at, trid, floor: std::cell::OnceCell::new() }
     }
 
@@ -104,7 +106,7 @@ enum Side {
     After,
 }
 
-fn wrong_kind(log: &LogSet, rec: &Record, side: Side, from: Lsa) -> LogError {
+fn wrong_kind(log: &dyn LogSource, rec: &Record, side: Side, from: Lsa) -> LogError {
     LogError::corrupt(
         &log.set_name(),
         rec.lsa,
@@ -118,7 +120,7 @@ fn wrong_kind(log: &LogSet, rec: &Record, side: Side, from: Lsa) -> LogError {
 }
 
 /// The undo (before) or redo (after) part of a record, unzipped, DIFF rebuilt.
-fn part(log: &LogSet, rec: &Record, side: Side) -> Result<Vec<u8>> {
+fn part(log: &dyn LogSource, rec: &Record, side: Side) -> Result<Vec<u8>> {
     let (mut undo, mut redo, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
     match side {
         Side::Before => {
@@ -139,7 +141,7 @@ fn part(log: &LogSet, rec: &Record, side: Side) -> Result<Vec<u8>> {
 
 /// MVCC insert redo images omit the insert id: `[type][W][CHN][body]`. Rebuild the record header
 /// with the log record's MVCCID so that the image is the row as the heap holds it.
-fn rebuild_mvcc_insert(log: &LogSet, rec: &Record, payload: &[u8]) -> Result<Image> {
+fn rebuild_mvcc_insert(log: &dyn LogSource, rec: &Record, payload: &[u8]) -> Result<Image> {
     let img = Image::from_recdes(payload, rec.lsa, log)?;
     if img.rec_type == REC_BIGONE || img.rec_type == REC_ASSIGN_ADDRESS {
         return Ok(img);
@@ -346,7 +348,7 @@ pub struct Chased {
 /// Follows a DML supplemental record at `at` to its images. `want_before` / `want_after` limit
 /// the work to the images the caller keeps.
 pub fn chase(
-    log: &LogSet,
+    log: &dyn LogSource,
     at: Lsa,
     trid: i32,
     dml: &DmlSupplement,
@@ -364,7 +366,7 @@ pub fn chase(
 }
 
 fn chase_images(
-    log: &LogSet,
+    log: &dyn LogSource,
     at: Lsa,
     trid: i32,
     dml: &DmlSupplement,
@@ -405,7 +407,7 @@ fn chase_images(
 
 /// The home slot a DML changed: the heap record of the operation, found by walking the
 /// transaction's chain back from the supplemental record through the operation's records.
-fn row_oid(log: &LogSet, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Option<Oid>> {
+fn row_oid(log: &dyn LogSource, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Option<Oid>> {
     let home: &[i32] = match dml.kind {
         DmlKind::Insert => &[RVHF_MVCC_INSERT, RVHF_INSERT],
         DmlKind::Update => {

@@ -173,12 +173,13 @@ pub struct Cursor {
 
 impl Cursor {
     /// The cursor can resume a stream of `log` (its database) of this kind.
-    pub fn check(&self, log: &crate::log::logset::LogSet, committed_only: bool) -> Result<()> {
-        if self.db_creation != log.db_creation {
+    pub fn check(&self, log: &dyn crate::log::source::LogSource, committed_only: bool) -> Result<()> {
+        if self.db_creation != log.db_creation() {
             return Err(LogError::InvalidArgument {
                 msg: format!(
                     "the cursor belongs to another database (db_creation {}), this log set's is {}",
-                    self.db_creation, log.db_creation
+                    self.db_creation,
+                    log.db_creation()
                 ),
             });
         }

@@ -8,8 +8,9 @@ use crate::cdc::event::{Event, Op};
 use crate::cdc::options::OnError;
 use crate::error::{LogError, Result};
 use crate::format::supplemental::{self, DdlSupplement, DmlKind, DmlSupplement, Supplement};
-use crate::log::logset::LogSet;
+use crate::log::payload::ReadPayloads;
 use crate::log::record::Record;
+use crate::log::source::LogSource;
 
 /// Reusable buffers for decoding supplemental payloads.
 #[derive(Default)]
@@ -20,7 +21,7 @@ pub struct Extractor {
 
 impl Extractor {
     /// The decoded payload of a `LOG_SUPPLEMENTAL_INFO` record.
-    pub fn supplement(&mut self, log: &LogSet, rec: &Record) -> Result<Supplement> {
+    pub fn supplement(&mut self, log: &dyn LogSource, rec: &Record) -> Result<Supplement> {
         let kind = rec.supplement_type().unwrap_or(-1);
         log.payload_into(&rec.undo, &mut self.scratch, &mut self.payload)?;
         supplemental::parse(kind, &self.payload).map_err(|m| LogError::corrupt(&log.set_name(), rec.lsa, m))
@@ -30,7 +31,7 @@ impl Extractor {
 /// A supplemental record of a system transaction (trid 0 or below): CUBRID writes supplements
 /// for user transactions only, so this is damage, which is said rather than skipped (skipping
 /// would lose the change it stands for without a trace).
-pub fn check_system_record(log: &LogSet, rec: &Record) -> Result<()> {
+pub fn check_system_record(log: &dyn LogSource, rec: &Record) -> Result<()> {
     if rec.trid <= 0 && rec.rectype == crate::format::rectype::LOG_SUPPLEMENTAL_INFO {
         return Err(LogError::corrupt(
             &log.set_name(),
@@ -57,7 +58,7 @@ pub fn dml_op(dml: &DmlSupplement) -> Op {
 /// A DML candidate event with the images asked for. With `on_error = Skip` an image that cannot
 /// be rebuilt leaves the event with the reason in `error`.
 pub fn dml_event(
-    log: &LogSet,
+    log: &dyn LogSource,
     rec: &Record,
     dml: &DmlSupplement,
     want_before: bool,

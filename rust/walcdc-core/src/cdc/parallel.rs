@@ -24,6 +24,8 @@ use crate::format::lsa::Lsa;
 use crate::format::rectype::*;
 use crate::format::supplemental::{self, Supplement};
 use crate::log::logset::LogSet;
+use crate::log::record::ReadRecords;
+use crate::log::source::LogSource;
 use crate::log::walker::{BeyondEnd, OnEncrypted, SkippedRange, Walker};
 
 /// What a fact says.
@@ -148,7 +150,7 @@ pub fn range_facts(
         } else if !ends && seen.insert(rec.trid) {
             out.facts.push(Fact::new(FactKind::First, &rec));
         }
-        if let Some(class_record) = catalog::class_record_write(log, &rec)? {
+        if let Some(class_record) = catalog::class_record_write(&**log, &rec)? {
             out.facts.push(Fact { class_record, ..Fact::new(FactKind::ClassWrite, &rec) });
         }
         let undone = |lo: Lsa| Fact { lo: (!lo.is_null()).then_some(lo), ..Fact::new(FactKind::Undone, &rec) };
@@ -156,7 +158,7 @@ pub fn range_facts(
             LOG_SUPPLEMENTAL_INFO => {
                 out.supplemental_records += 1;
                 if rec.supplement_type() == Some(supplemental::TRAN_USER) {
-                    if let Supplement::TranUser(user) = extractor.supplement(log, &rec)? {
+                    if let Supplement::TranUser(user) = extractor.supplement(&**log, &rec)? {
                         out.facts.push(Fact { user: Some(user), ..Fact::new(FactKind::User, &rec) });
                     }
                 }
@@ -485,14 +487,14 @@ const VERSIONS_BYTES: Framed = Framed { magic: b"WALCDCCV", version: 1, what: "w
 impl CatalogVersions {
     /// Reads `inputs` (sorted by LSA, a restart before a record at the same LSA) with the class
     /// tracker, as the one-pass reader does over the whole log.
-    pub fn build(log: &LogSet, inputs: &[CatalogInput]) -> Result<CatalogVersions> {
+    pub fn build(log: &dyn LogSource, inputs: &[CatalogInput]) -> Result<CatalogVersions> {
         Ok(Self::replay(log, inputs, None, None)?.0)
     }
 
     /// As [`CatalogVersions::build`] for inputs from `seed.at` on (those of the transactions
     /// open at the checkpoint included): the catalog before them is the checkpoint's.
     pub fn build_from(
-        log: &LogSet,
+        log: &dyn LogSource,
         inputs: &[CatalogInput],
         seed: Option<&CatalogCheckpoint>,
     ) -> Result<CatalogVersions> {
@@ -502,7 +504,7 @@ impl CatalogVersions {
     /// What the class records say at `at` (a record boundary at or after the seed), from the
     /// inputs before it: the checkpoint a cursor restarting at `at` carries.
     pub fn checkpoint(
-        log: &LogSet,
+        log: &dyn LogSource,
         inputs: &[CatalogInput],
         seed: Option<&CatalogCheckpoint>,
         at: Lsa,
@@ -511,13 +513,13 @@ impl CatalogVersions {
             s.check(log, at)?;
         }
         let (_, catalog, tracker, staging) = Self::replay(log, inputs, seed, Some(at))?;
-        Ok(CatalogCheckpoint { at, db_creation: log.db_creation, catalog, tracker, staging })
+        Ok(CatalogCheckpoint { at, db_creation: log.db_creation(), catalog, tracker, staging })
     }
 
     /// The versions from the inputs (before `until`, if given), and the catalog, tracker and
     /// staging where they stop.
     fn replay(
-        log: &LogSet,
+        log: &dyn LogSource,
         inputs: &[CatalogInput],
         seed: Option<&CatalogCheckpoint>,
         until: Option<Lsa>,

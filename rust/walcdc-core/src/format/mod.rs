@@ -5,6 +5,7 @@
 pub mod class_record;
 pub mod heap;
 pub mod le;
+pub mod log_header;
 pub mod lsa;
 pub mod page;
 pub mod rcvindex;

@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 use memmap2::Mmap;
 
 use crate::error::{LogError, Result};
-use crate::format::le::{i16_at, i32_at, i64_at, lsa_at};
+use crate::format::le::{i32_at, i64_at};
+use crate::format::log_header::ActiveHeader;
 use crate::format::lsa::Lsa;
 use crate::format::page::{self, PageHeader, HEADER_PAGE_ID, PAGE_HEADER_SIZE};
 #[cfg(feature = "object-store")]
 use crate::log::remote::{self, RemoteFile, StoreOptions, Stores};
-use crate::log::source::{Absent, Fetch, Page, PageSource};
+use crate::log::source::{Absent, Fetch, LogSource, Page, PageSource};
 
 pub const ACTIVE_MAGIC: &[u8] = b"CUBRID/LogActive";
 pub const ARCHIVE_MAGIC: &[u8] = b"CUBRID/LogArchive";
@@ -252,72 +253,6 @@ fn check_holds_header(name: &str, bytes: &[u8]) -> Result<()> {
         lsa: None,
         msg: format!("{} bytes is too short to hold a log header", bytes.len()),
     })
-}
-
-fn cstr(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
-}
-
-/// `LOG_HEADER` of the active volume (the fields a reader uses).
-#[derive(Clone, Debug)]
-pub struct ActiveHeader {
-    pub db_creation: i64,
-    pub db_release: String,
-    pub db_compatibility: f32,
-    pub db_iopagesize: i16,
-    pub db_logpagesize: i16,
-    pub is_shutdown: bool,
-    pub next_trid: i32,
-    pub mvcc_next_id: u64,
-    pub npages: i32,
-    pub db_charset: i8,
-    pub fpageid: i64,
-    pub append_lsa: Lsa,
-    pub chkpt_lsa: Lsa,
-    pub nxarv_pageid: i64,
-    pub nxarv_phy_pageid: i32,
-    pub nxarv_num: i32,
-    pub last_arv_num_for_syscrashes: i32,
-    pub last_deleted_arv_num: i32,
-    pub prefix_name: String,
-    pub ha_server_state: i32,
-    pub eof_lsa: Lsa,
-    pub smallest_lsa_at_last_chkpt: Lsa,
-    pub mvcc_op_log_lsa: Lsa,
-    pub was_active_log_reset: bool,
-}
-
-impl ActiveHeader {
-    /// Parses `LOG_HEADER` from the struct bytes (file offset 16 of physical page 0).
-    pub fn parse(h: &[u8]) -> ActiveHeader {
-        ActiveHeader {
-            db_creation: i64_at(h, 32),
-            db_release: cstr(&h[40..55]),
-            db_compatibility: f32::from_le_bytes(h[56..60].try_into().unwrap()),
-            db_iopagesize: i16_at(h, 60),
-            db_logpagesize: i16_at(h, 62),
-            is_shutdown: h[64] != 0,
-            next_trid: i32_at(h, 68),
-            mvcc_next_id: i64_at(h, 72) as u64,
-            npages: i32_at(h, 88),
-            db_charset: h[92] as i8,
-            fpageid: i64_at(h, 96),
-            append_lsa: lsa_at(h, 104),
-            chkpt_lsa: lsa_at(h, 112),
-            nxarv_pageid: i64_at(h, 120),
-            nxarv_phy_pageid: i32_at(h, 128),
-            nxarv_num: i32_at(h, 132),
-            last_arv_num_for_syscrashes: i32_at(h, 136),
-            last_deleted_arv_num: i32_at(h, 140),
-            prefix_name: cstr(&h[168..186]),
-            ha_server_state: i32_at(h, 304),
-            eof_lsa: lsa_at(h, 312),
-            smallest_lsa_at_last_chkpt: lsa_at(h, 320),
-            mvcc_op_log_lsa: lsa_at(h, 328),
-            was_active_log_reset: h[370] != 0,
-        }
-    }
 }
 
 /// One archive volume: `LOG_ARV_HEADER` and where the file sits in the set.
@@ -1211,6 +1146,61 @@ impl PageSource for LogSet {
 
     fn total_bytes(&self) -> u64 {
         LogSet::total_bytes(self)
+    }
+}
+
+/// The memory-mapped volumes are a log source.
+impl LogSource for LogSet {
+    fn db_creation(&self) -> i64 {
+        self.db_creation
+    }
+
+    fn first_pageid(&self) -> i64 {
+        self.first_pageid
+    }
+
+    fn header(&self) -> Option<&ActiveHeader> {
+        LogSet::header(self)
+    }
+
+    fn active_volume(&self) -> Option<usize> {
+        self.active.as_ref().map(|a| a.vol)
+    }
+
+    fn nxarv_pageid(&self) -> i64 {
+        LogSet::nxarv_pageid(self)
+    }
+
+    fn set_name(&self) -> String {
+        LogSet::set_name(self)
+    }
+
+    fn volume_count(&self) -> usize {
+        self.volumes.len()
+    }
+
+    fn volume_file(&self, vol: usize) -> &str {
+        &self.volumes[vol].name
+    }
+
+    fn is_remote(&self) -> bool {
+        LogSet::is_remote(self)
+    }
+
+    fn release_pages(&self, from: i64, to: i64) {
+        LogSet::release_pages(self, from, to)
+    }
+
+    fn prefetch_pages(&self, from: i64, to: i64) {
+        LogSet::prefetch_pages(self, from, to)
+    }
+
+    fn count_random_read(&self) {
+        LogSet::count_random_read(self)
+    }
+
+    fn random_reads(&self) -> u64 {
+        LogSet::random_reads(self)
     }
 }
 

@@ -5,7 +5,6 @@ use crate::error::{LogError, Result};
 use crate::format::le;
 use crate::format::page::PAGE_HEADER_SIZE;
 use crate::format::rectype::is_diff;
-use crate::log::logset::LogSet;
 use crate::log::record::{Payload, Record};
 use crate::log::source::PageSource;
 
@@ -95,24 +94,26 @@ pub fn images<S: PageSource + ?Sized>(src: &S, rec: &Record, undo: &mut Vec<u8>,
     Ok(())
 }
 
-/// The payload functions as methods of the memory-mapped log set.
-impl LogSet {
-    pub fn stored_bytes<'s>(&'s self, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
+/// The payload functions as methods: every [`PageSource`] has them.
+pub trait ReadPayloads: PageSource {
+    fn stored_bytes<'s>(&'s self, p: &Payload, scratch: &'s mut Vec<u8>) -> Result<&'s [u8]> {
         stored_bytes(self, p, scratch)
     }
 
-    pub fn original_len(&self, p: &Payload) -> Result<u32> {
+    fn original_len(&self, p: &Payload) -> Result<u32> {
         original_len(self, p)
     }
 
-    pub fn payload_into(&self, p: &Payload, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<()> {
+    fn payload_into(&self, p: &Payload, scratch: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<()> {
         payload_into(self, p, scratch, out)
     }
 
-    pub fn images(&self, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
+    fn images(&self, rec: &Record, undo: &mut Vec<u8>, redo: &mut Vec<u8>) -> Result<()> {
         images(self, rec, undo, redo)
     }
 }
+
+impl<S: PageSource + ?Sized> ReadPayloads for S {}
 
 /// Decompresses a LOG_ZIP payload: `[i32 original length, LE][raw LZ4 block]`.
 pub fn unzip_into(stored: &[u8], out: &mut Vec<u8>) -> std::result::Result<(), String> {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::log::logset::LogSet;
+use crate::log::source::LogSource;
 
 /// Pages asked for in one call: small enough that the walk soon finds the first ones read.
 const CHUNK_BYTES: i64 = 4 << 20;
@@ -19,7 +19,7 @@ struct Wanted {
     stop: AtomicBool,
 }
 
-/// A thread that asks the system to read pages ahead of a walk (`LogSet::prefetch_pages`);
+/// A thread that asks the system to read pages ahead of a walk (`LogSource::prefetch_pages`);
 /// stopped when dropped.
 pub(crate) struct ReadAhead {
     wanted: Arc<Wanted>,
@@ -29,12 +29,12 @@ pub(crate) struct ReadAhead {
 impl ReadAhead {
     /// Starts reading ahead from page `from`; `None` if no thread can be started (the walk
     /// goes on without).
-    pub(crate) fn start(log: Arc<LogSet>, from: i64) -> Option<ReadAhead> {
+    pub(crate) fn start<S: LogSource + ?Sized + 'static>(log: Arc<S>, from: i64) -> Option<ReadAhead> {
         let wanted = Arc::new(Wanted { below: AtomicI64::new(from), stop: AtomicBool::new(false) });
         let mine = wanted.clone();
         // From object storage, a chunk is fetched as several blocks at once.
         let bytes = if log.is_remote() { REMOTE_CHUNK_BYTES } else { CHUNK_BYTES };
-        let chunk = (bytes / log.page_size.max(1) as i64).max(1);
+        let chunk = (bytes / log.page_size().max(1) as i64).max(1);
         let thread = std::thread::Builder::new()
             .name("walcdc-readahead".into())
             .spawn(move || {

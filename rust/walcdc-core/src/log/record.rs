@@ -6,9 +6,8 @@ use crate::format::le::{i16_at, i32_at, i64_at, lsa_at};
 use crate::format::lsa::Lsa;
 use crate::format::page::PAGE_HEADER_SIZE;
 use crate::format::rectype::{self, *};
-use crate::log::logset::LogSet;
-use crate::log::source::PageSource;
 use crate::log::source::{Absent, Fetch, Page};
+use crate::log::source::{LogSource, PageSource};
 
 /// `sizeof(LOG_RECORD_HEADER)`.
 pub const RECORD_HEADER_SIZE: usize = 32;
@@ -370,20 +369,23 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     })
 }
 
-impl LogSet {
+#[cfg(test)]
+impl crate::log::logset::LogSet {
     /// A page a record needs, or the parse problem its absence is.
-    #[cfg(test)]
     pub(crate) fn fetch_for(&self, pageid: i64, header_page: bool) -> std::result::Result<Page<'_>, ParseProblem> {
         fetch_for(self, pageid, header_page)
     }
+}
 
+/// Records of a whole log, as methods: every [`LogSource`] has them.
+pub trait ReadRecords: LogSource {
     /// Parses the record that starts at `lsa` (see [`parse_record`]).
-    pub fn parse_record(&self, lsa: Lsa) -> std::result::Result<Record, ParseProblem> {
+    fn parse_record(&self, lsa: Lsa) -> std::result::Result<Record, ParseProblem> {
         parse_record(self, lsa)
     }
 
     /// Random access: the record at `lsa`, or a typed error.
-    pub fn record_at(&self, lsa: Lsa) -> Result<Record> {
+    fn record_at(&self, lsa: Lsa) -> Result<Record> {
         self.count_random_read();
         self.parse_record(lsa).map_err(|p| match p {
             // A page the log has not reached yet: the LSA lies past the end, not in a bad log.
@@ -401,12 +403,12 @@ impl LogSet {
     }
 
     /// The error a parse problem means when it is not the end of the log.
-    pub fn problem_error(&self, p: ParseProblem, lsa: Lsa) -> LogError {
+    fn problem_error(&self, p: ParseProblem, lsa: Lsa) -> LogError {
         let file = |vol: usize| self.volume_name(vol).to_string();
         let header_vol = || match self.fetch(lsa.pageid) {
             Fetch::Ok(p) | Fetch::Encrypted(p) => p.vol,
             Fetch::BadChecksum { page, .. } => page.vol,
-            Fetch::Absent(_) | Fetch::Failed(_) => self.active.as_ref().map(|a| a.vol).unwrap_or(0),
+            Fetch::Absent(_) | Fetch::Failed(_) => self.active_volume().unwrap_or(0),
         };
         match p {
             ParseProblem::Page { pageid, problem, header_page } => match problem {
@@ -439,3 +441,5 @@ impl LogSet {
         }
     }
 }
+
+impl<S: LogSource + ?Sized> ReadRecords for S {}

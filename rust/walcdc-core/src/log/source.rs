@@ -1,8 +1,10 @@
 //! Where pages come from. The record and payload decoders read pages through [`PageSource`];
-//! the memory-mapped [`LogSet`](crate::log::logset::LogSet) is one source, a live follower's buffer or a
-//! test's pages in memory are others.
+//! the walker and the change readers read a whole log through [`LogSource`] (its pages and what
+//! its header says). The memory-mapped [`LogSet`](crate::log::logset::LogSet) is one source, a
+//! live follower's growing pages or a test's pages in memory are others.
 
 use crate::error::LogError;
+use crate::format::log_header::ActiveHeader;
 use crate::format::lsa::Lsa;
 use crate::format::page::PageHeader;
 use crate::format::page::PAGE_HEADER_SIZE;
@@ -36,6 +38,58 @@ pub trait PageSource {
             Fetch::Ok(p) => Ok(p),
             other => Err(self.fetch_error(other, pageid, lsa)),
         }
+    }
+}
+
+/// A whole log as readers walk it: its pages, and what its active header says of them. The
+/// pages a source holds may grow (a server still writing): a walk that ended at the live tail
+/// goes on over the same source (see `Walker::resume_on`).
+pub trait LogSource: PageSource + Send + Sync {
+    /// `db_creation` of the database the log belongs to.
+    fn db_creation(&self) -> i64;
+
+    /// The first logical page the source holds.
+    fn first_pageid(&self) -> i64;
+
+    /// The active volume's header, if the source has one.
+    fn header(&self) -> Option<&ActiveHeader>;
+
+    /// The volume index of the active volume, if the source has one.
+    fn active_volume(&self) -> Option<usize>;
+
+    /// The first page not archived (`nxarv_pageid`), or, without an active volume, the page
+    /// after the last archive.
+    fn nxarv_pageid(&self) -> i64;
+
+    /// What messages call the log as a whole.
+    fn set_name(&self) -> String;
+
+    /// How many volumes the source has (volume indexes are `0..volume_count()`).
+    fn volume_count(&self) -> usize;
+
+    /// The file name of volume `vol` (without its directory or URL), for volume ids that stay
+    /// the same across snapshots of a followed log.
+    fn volume_file(&self, vol: usize) -> &str {
+        self.volume_name(vol)
+    }
+
+    /// Pages are fetched from far away (each block waited for costs a request's latency).
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// The pages `[from, to)` will not be read soon (a forward walk has passed them).
+    fn release_pages(&self, _from: i64, _to: i64) {}
+
+    /// The pages `[from, to)` will be read soon (a read-ahead thread calls it).
+    fn prefetch_pages(&self, _from: i64, _to: i64) {}
+
+    /// Counts one record read by random access (a measure of the work chases do).
+    fn count_random_read(&self) {}
+
+    /// Records read by random access so far (0 if the source does not count them).
+    fn random_reads(&self) -> u64 {
+        0
     }
 }
 

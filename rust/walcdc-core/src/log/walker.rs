@@ -9,8 +9,9 @@ use crate::format::lsa::Lsa;
 use crate::format::page::PAGE_HEADER_SIZE;
 use crate::log::logset::LogSet;
 use crate::log::readahead::ReadAhead;
+use crate::log::record::ReadRecords;
 use crate::log::record::{PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
-use crate::log::source::{Absent, Fetch};
+use crate::log::source::{Absent, Fetch, LogSource};
 
 /// What to do when the walk must cross a TDE-encrypted page (no keys are available).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -83,9 +84,10 @@ impl EndReason {
     }
 }
 
-/// Walks records forward. Allocates nothing per record.
-pub struct Walker {
-    log: Arc<LogSet>,
+/// Walks records forward over a [`LogSource`] (the memory-mapped [`LogSet`] unless said
+/// otherwise). Allocates nothing per record.
+pub struct Walker<S: LogSource + ?Sized = LogSet> {
+    log: Arc<S>,
     next: Option<Lsa>,
     end: Option<Lsa>,
     on_encrypted: OnEncrypted,
@@ -127,15 +129,15 @@ pub struct Walker {
 /// the log (chases, rows of open transactions) mostly fall within it.
 const KEEP_MAPPED_BYTES: i64 = 64 << 20;
 
-impl Walker {
+impl<S: LogSource + ?Sized + 'static> Walker<S> {
     /// A walk from `start` (default: the first record of the set) to `end` (exclusive;
     /// default: the end of the log).
-    pub fn new(log: Arc<LogSet>, start: Option<Lsa>, end: Option<Lsa>, on_encrypted: OnEncrypted) -> Result<Walker> {
+    pub fn new(log: Arc<S>, start: Option<Lsa>, end: Option<Lsa>, on_encrypted: OnEncrypted) -> Result<Walker<S>> {
         let must_exist_until = match log.header() {
             Some(h) => h.append_lsa,
             None => Lsa::new(log.nxarv_pageid(), 0),
         };
-        let log_page_size = log.page_size as i64;
+        let log_page_size = log.page_size() as i64;
         let start = match start {
             Some(s) => {
                 if s.is_null() || s.pageid < 0 {
@@ -143,7 +145,7 @@ impl Walker {
                 }
                 s
             }
-            None => Lsa::new(log.first_pageid, -1),
+            None => Lsa::new(log.first_pageid(), -1),
         };
         Ok(Walker {
             log,
@@ -168,14 +170,9 @@ impl Walker {
     }
 
     /// As [`Walker::new`], for a start a caller gave: it must be where a record starts.
-    pub fn checked(
-        log: Arc<LogSet>,
-        start: Option<Lsa>,
-        end: Option<Lsa>,
-        on_encrypted: OnEncrypted,
-    ) -> Result<Walker> {
+    pub fn checked(log: Arc<S>, start: Option<Lsa>, end: Option<Lsa>, on_encrypted: OnEncrypted) -> Result<Walker<S>> {
         if let Some(s) = start {
-            validate_record_start(&log, s)?;
+            validate_record_start(&*log, s)?;
         }
         Walker::new(log, start, end, on_encrypted)
     }
@@ -184,13 +181,13 @@ impl Walker {
     /// (`ranges::split`): a range may start on a TDE-encrypted page, which the walk skips under
     /// `OnEncrypted::Skip` exactly as a walk from before the range would.
     pub fn for_range(
-        log: Arc<LogSet>,
+        log: Arc<S>,
         start: Option<Lsa>,
         end: Option<Lsa>,
         on_encrypted: OnEncrypted,
-    ) -> Result<Walker> {
+    ) -> Result<Walker<S>> {
         if let Some(s) = start {
-            match validate_record_start(&log, s) {
+            match validate_record_start(&*log, s) {
                 Err(LogError::Encrypted { .. }) if on_encrypted == OnEncrypted::Skip => {}
                 other => other?,
             }
@@ -198,7 +195,7 @@ impl Walker {
         Walker::new(log, start, end, on_encrypted)
     }
 
-    pub fn log(&self) -> &Arc<LogSet> {
+    pub fn log(&self) -> &Arc<S> {
         &self.log
     }
 
@@ -309,7 +306,7 @@ impl Walker {
     /// and read again then, so that no half-copied record is ever returned; a page failing its
     /// checksum, or anything unreadable past the header's append position, ends the walk at
     /// [`EndReason::LiveTail`] instead of failing it.
-    pub fn follow(mut self) -> Walker {
+    pub fn follow(mut self) -> Walker<S> {
         self.live = true;
         self
     }
@@ -317,14 +314,15 @@ impl Walker {
     /// A walk over `log` (a later snapshot of the same log set) from where this one stopped at
     /// the end of what was written; `None` if it did not stop there (it ended at the caller's
     /// end, or has not ended).
-    pub fn resume_on(&self, log: Arc<LogSet>) -> Result<Option<Walker>> {
+    pub fn resume_on(&self, log: Arc<S>) -> Result<Option<Walker<S>>> {
         let Some(at) = self.stopped_at else { return Ok(None) };
-        if log.db_creation != self.log.db_creation {
+        if log.db_creation() != self.log.db_creation() {
             return Err(LogError::Mismatch {
                 file: log.set_name(),
                 msg: format!(
                     "the log now belongs to another database (db_creation {}, was {}): not followed",
-                    log.db_creation, self.log.db_creation
+                    log.db_creation(),
+                    self.log.db_creation()
                 ),
             });
         }
@@ -337,19 +335,25 @@ impl Walker {
 
     /// Whether what follows `rec` is written: the header at its `forw_lsa` is the next record's
     /// or the end marker, and points back to `rec`.
-    fn sealed(&self, rec: &Record) -> bool {
+    /// A page that cannot be fetched at all (object storage, after its retries) is an error,
+    /// not a page not written yet.
+    fn sealed(&self, rec: &Record) -> Result<bool> {
         let next = rec.forw_lsa;
-        let area = self.log.page_size - crate::format::page::PAGE_HEADER_SIZE;
+        let area = self.log.area_size();
         if next.is_null() || next.offset < 0 || next.offset as usize + crate::log::record::RECORD_HEADER_SIZE > area {
-            return false;
+            return Ok(false);
         }
-        let Fetch::Ok(page) = self.log.fetch(next.pageid) else { return false };
+        let page = match self.log.fetch(next.pageid) {
+            Fetch::Ok(page) => page,
+            Fetch::Failed(e) => return Err(e.at(next, next.pageid)),
+            _ => return Ok(false),
+        };
         let at = crate::format::page::PAGE_HEADER_SIZE + next.offset as usize;
         let h = &page.bytes[at..at + crate::log::record::RECORD_HEADER_SIZE];
         let rectype = i32_at(h, crate::log::record::TYPE_AT);
-        lsa_at(h, crate::log::record::BACK_LSA_AT) == rec.lsa
+        Ok(lsa_at(h, crate::log::record::BACK_LSA_AT) == rec.lsa
             && (rectype == crate::format::rectype::LOG_END_OF_LOG
-                || crate::format::rectype::data_header_size(rectype).is_some())
+                || crate::format::rectype::data_header_size(rectype).is_some()))
     }
 
     /// Ends a live walk where the written log ends for now.
@@ -380,8 +384,11 @@ impl Walker {
                     }
                     None if self.live => return self.live_tail(lsa),
                     None => {
-                        let reason =
-                            if self.log.active.is_none() { EndReason::EndOfVolumes } else { EndReason::Unwritten };
+                        let reason = if self.log.active_volume().is_none() {
+                            EndReason::EndOfVolumes
+                        } else {
+                            EndReason::Unwritten
+                        };
                         return self.finish(Some(Lsa::new(lsa.pageid, 0)), reason);
                     }
                 }
@@ -390,8 +397,12 @@ impl Walker {
             let beyond = lsa >= self.must_exist_until;
             let mut parsed = self.log.parse_record(lsa);
             if self.live {
+                let sealed = match &parsed {
+                    Ok(rec) => self.sealed(rec)?,
+                    Err(_) => false,
+                };
                 match &parsed {
-                    Ok(rec) if self.sealed(rec) => {
+                    Ok(rec) if sealed => {
                         // Read again now that what follows is written: a record half copied
                         // when first read is complete now.
                         let forw = rec.forw_lsa;
@@ -432,7 +443,7 @@ impl Walker {
                 Err(ParseProblem::EndMarker) if beyond => return self.finish(Some(lsa), EndReason::EndMarker),
                 Err(ParseProblem::EndMarker) => {
                     return Err(LogError::corrupt(
-                        self.log.volume_name(self.log.active.as_ref().map_or(0, |a| a.vol)),
+                        self.log.volume_name(self.log.active_volume().unwrap_or(0)),
                         lsa,
                         format!("an end-of-log marker before the end the header records ({})", self.must_exist_until),
                     ));
@@ -464,7 +475,7 @@ impl Walker {
                 }
                 Err(ParseProblem::Page {
                     problem: PageProblem::Absent(Absent::NoVolume), header_page: true, ..
-                }) if self.log.active.is_none() => {
+                }) if self.log.active_volume().is_none() => {
                     return self.finish(Some(lsa), EndReason::EndOfVolumes);
                 }
                 Err(ParseProblem::Page {
@@ -496,8 +507,8 @@ impl Walker {
     /// Pages after the one holding `end`, within one turn of the ring, whose first record reads.
     fn readable_beyond(&self, end: Lsa) -> Result<Option<BeyondEnd>> {
         let end_page = end.pageid;
-        let Some(active) = self.log.active.as_ref() else { return Ok(None) };
-        let ring = active.header.npages as i64;
+        let Some(header) = self.log.header() else { return Ok(None) };
+        let ring = header.npages as i64;
         let mut found: Option<BeyondEnd> = None;
         for q in end_page + 1..end_page + ring {
             let p = match self.log.fetch(q) {
@@ -525,7 +536,7 @@ impl Walker {
     }
 }
 
-impl Iterator for Walker {
+impl<S: LogSource + ?Sized + 'static> Iterator for Walker<S> {
     type Item = Result<Record>;
     fn next(&mut self) -> Option<Result<Record>> {
         match self.next_record() {
@@ -540,14 +551,14 @@ impl Iterator for Walker {
 }
 
 /// A start LSA must be where a record starts: one of the records that start on its page.
-pub fn validate_record_start(log: &LogSet, lsa: Lsa) -> Result<()> {
-    if lsa.pageid < log.first_pageid {
+pub fn validate_record_start<S: LogSource + ?Sized>(log: &S, lsa: Lsa) -> Result<()> {
+    if lsa.pageid < log.first_pageid() {
         return Err(LogError::MissingArchive {
             file: log.set_name(),
             lsa: Some(lsa),
             msg: format!(
                 "LSA {lsa} lies before the oldest page of the set ({}): its archive is not available",
-                log.first_pageid
+                log.first_pageid()
             ),
         });
     }
@@ -601,14 +612,14 @@ pub struct EndOfLog {
 }
 
 /// Walks from the last checkpoint (or the first record) to the true end of the log.
-pub fn find_end(log: &Arc<LogSet>) -> Result<EndOfLog> {
+pub fn find_end<S: LogSource + ?Sized + 'static>(log: &Arc<S>) -> Result<EndOfLog> {
     find_end_from(log, None)
 }
 
 /// As [`find_end`], walking from `from` (a record start known to lie before the end) where it
 /// lies after the header's checkpoint.
-pub fn find_end_from(log: &Arc<LogSet>, from: Option<Lsa>) -> Result<EndOfLog> {
-    let chkpt = log.header().map(|h| h.chkpt_lsa).filter(|l| !l.is_null() && l.pageid >= log.first_pageid);
+pub fn find_end_from<S: LogSource + ?Sized + 'static>(log: &Arc<S>, from: Option<Lsa>) -> Result<EndOfLog> {
+    let chkpt = log.header().map(|h| h.chkpt_lsa).filter(|l| !l.is_null() && l.pageid >= log.first_pageid());
     let start = match (chkpt, from) {
         (Some(c), Some(f)) => Some(c.max(f)),
         (c, f) => f.or(c),

@@ -875,6 +875,7 @@ mod tests {
     use super::*;
     use crate::format::page::{checksum_ok, PageHeader};
     use crate::log::logset::LogSet;
+    use crate::log::payload::ReadPayloads;
     use crate::log::walker::{EndReason, OnEncrypted, Walker};
     use std::sync::Arc;
 
