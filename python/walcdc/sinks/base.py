@@ -134,6 +134,14 @@ class WriteResult:
     last_lsa: Optional[int] = None
     cursor: Any = None
 
+    def took(self, rows: int, first: Optional[int], last: Optional[int]) -> None:
+        """Counts a batch of ``rows`` whose LSAs run from ``first`` to ``last`` (or None)."""
+        self.rows += rows
+        if first is not None and (self.first_lsa is None or first < self.first_lsa):
+            self.first_lsa = first
+        if last is not None and (self.last_lsa is None or last > self.last_lsa):
+            self.last_lsa = last
+
 
 def _positions(batch: pa.RecordBatch, committed: bool) -> Tuple[Optional[int], Optional[int]]:
     """The first and last commit LSA (committed stream) or event LSA in a batch."""
@@ -296,12 +304,7 @@ class FileWriter(Writer):
             raise
 
     def write(self, batch: pa.RecordBatch) -> None:
-        first, last = _positions(batch, self.committed)
-        if self.result.first_lsa is None:
-            self.result.first_lsa = first
-        if last is not None:
-            self.result.last_lsa = last
-        self.result.rows += batch.num_rows
+        self.result.took(batch.num_rows, *_positions(batch, self.committed))
         _count(batch, self.summary)
         self.sink.write(batch)
 

@@ -333,12 +333,7 @@ class TablesWriter(Writer):
         if part.slots is not None:
             batch = _conform(batch, part.written, part.slots)
         part.writer.write_batch(batch)
-        result = self.result
-        result.rows += batch.num_rows
-        if first is not None and (result.first_lsa is None or first < result.first_lsa):
-            result.first_lsa = first
-        if last is not None and (result.last_lsa is None or last > result.last_lsa):
-            result.last_lsa = last
+        self.result.took(batch.num_rows, first, last)
         _count(item.batch, self.summary)
 
     def _part_for(self, item) -> _Part:
@@ -359,20 +354,13 @@ class TablesWriter(Writer):
         where = os.path.join(self.directory, where or table_directory(item.table))
         part = _Part(where, "", None, item.table, item.repid)
         self.parts.append(part)
-        meta = {
-            **self.base_meta,
-            "walcdc.table": item.table or "",
-            "walcdc.class_oid": "" if item.class_oid is None else str(item.class_oid),
-            "walcdc.repid": str(item.repid),
-            "walcdc.kind": item.kind,
-        }
         part.schema = part.written = item.batch.schema
         if item.kind == "table":
             ds = self.datasets.get(part.directory)
             if ds is None:
                 ds = self.datasets[part.directory] = _Dataset.read(part.directory)
             part.slots, part.written = ds.take(item.class_oid, part.schema, self.representations)
-        _open_part(part, part.written, meta, self.temps)
+        _open_part(part, part.written, _part_metadata(self.base_meta, item), self.temps)
         self.open_parts[key] = part
         return part
 
@@ -382,15 +370,8 @@ class TablesWriter(Writer):
             part.writer.add_key_value_metadata({"walcdc.cursor": cursor.to_json()})
             part.writer.close()
         self.open_parts.clear()
-        _publish(
-            self.parts,
-            self.datasets,
-            self.directory,
-            self.base_meta,
-            self.overwrite,
-            self.temps,
-            self.result,
-        )
+        parts, datasets, meta, temps = self.parts, self.datasets, self.base_meta, self.temps
+        _publish(parts, datasets, self.directory, meta, self.overwrite, temps, self.result)
 
     def abort(self) -> None:
         for part in self.parts:
@@ -400,6 +381,17 @@ class TablesWriter(Writer):
                 except Exception:  # noqa: BLE001 - the file is being thrown away
                     pass
         _remove(self.temps)
+
+
+def _part_metadata(run: Dict[str, str], item) -> Dict[str, str]:
+    """A part's Parquet metadata: the run's, and what the part holds."""
+    return {
+        **run,
+        "walcdc.table": item.table or "",
+        "walcdc.class_oid": "" if item.class_oid is None else str(item.class_oid),
+        "walcdc.repid": str(item.repid),
+        "walcdc.kind": item.kind,
+    }
 
 
 def _make_directory(directory: str) -> None:
