@@ -49,6 +49,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
+# The walks with a thread per core (records(threads=N)): the same rows as walk and payloads.
+THREAD_CASES = ["walk_N", "payloads_N"]
 SPARK_CASES = [f"{kind}_{n}" for kind in ("spark", "format", "table", "stream") for n in ("1", "N")]
 # Writers of every table's rows (--cases): typed Parquet by table (extract --by-table), and the
 # mirrors (items: rows written and keys deleted).
@@ -56,7 +58,9 @@ WRITE_CASES = ["by_table", "mirror_delta", "mirror_iceberg"]
 # Set (by --pin-one) for the case processes: local[1] runs on one CPU.
 PIN_ONE = "WALCDC_BENCH_PIN_ONE"
 # Cores of the Spark cases.
-CORES = {case: 1 if case.endswith("_1") else os.cpu_count() or 1 for case in SPARK_CASES}
+CORES = {
+    case: 1 if case.endswith("_1") else os.cpu_count() or 1 for case in SPARK_CASES + THREAD_CASES
+}
 
 
 def log_for(size: int, cache: Path, seed: int, page_size: int) -> Path:
@@ -165,6 +169,8 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
         log = walcdc.open_log(path)
         if case in ("walk", "payloads"):
             stream = log.records(payloads=case == "payloads")
+        elif case in THREAD_CASES:
+            stream = log.records(payloads=case == "payloads_N", threads=CORES[case])
         elif case == "changes":
             stream = walcdc.read_changes(log, decode=False)
         elif case == "typed":
@@ -341,7 +347,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1GB", help="comma-separated log sizes, e.g. 1GB,4GB,16GB")
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "walcdc-bench"))
     ap.add_argument("--out", default="bench-results")
-    every = ",".join(CASES + SPARK_CASES + WRITE_CASES)
+    every = ",".join(CASES + THREAD_CASES + SPARK_CASES + WRITE_CASES)
     ap.add_argument("--cases", help=f"comma-separated subset of {every}")
     ap.add_argument("--spark", action="store_true", help="also Spark local[1] against local[N]")
     ap.add_argument(
@@ -360,7 +366,8 @@ def main(argv=None) -> int:
     if args.pin_one:
         os.environ[PIN_ONE] = "1"  # the case processes inherit it
 
-    cases = args.cases.split(",") if args.cases else CASES + (SPARK_CASES if args.spark else [])
+    cases = args.cases.split(",") if args.cases else CASES + THREAD_CASES
+    cases += SPARK_CASES if args.spark and not args.cases else []
     if "read" not in cases:
         cases = ["read", *cases]
     out = Path(args.out)

@@ -405,12 +405,19 @@ def _load_cursor(cursor_file, read):
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--sample", is_flag=True, help="Inspect the small real log shipped with walcdc.")
 @click.option("--stats", is_flag=True, help="Per record type: count and bytes.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="Walk the log with N threads (default: the cores walcdc may use). The output is the same.",
+)
 @_window
 @_on_encrypted
 @_storage_option
 @_progress
 @_command
-def inspect(paths, sample, stats, start, end, on_encrypted, storage_options, progress) -> None:
+def inspect(
+    paths, sample, stats, threads, start, end, on_encrypted, storage_options, progress
+) -> None:
     """Volumes, page ranges and records of a log set (a directory, volume files, or a URL of
     object storage such as s3://bucket/prefix/)."""
     log = _open(_paths(paths, sample), storage_options)
@@ -439,7 +446,10 @@ def inspect(paths, sample, stats, start, end, on_encrypted, storage_options, pro
     n = 0
     nbytes = 0
     first = last = None
-    reader = log.records(start=start, end=end, on_encrypted=on_encrypted)
+    from walcdc.parallel import default_threads
+
+    threads = threads or default_threads()
+    reader = log.records(start=start, end=end, on_encrypted=on_encrypted, threads=threads)
     with _Progress(info, progress, "walking") as bar:
         for batch in reader:
             if batch.num_rows == 0:

@@ -30,12 +30,12 @@ import pyarrow as pa
 
 from walcdc.logset import LogSet, as_log
 from walcdc.options import read_options_of, with_read_options
+from walcdc.parallel import clip
 from walcdc.spark import tasks
 from walcdc.spark.facts import check_supplemental_logging, cursors_at, facts_and_plan, facts_run
 from walcdc.spark.plan import (
     DEFAULT_SPLIT_BYTES,
     checked_options,
-    clip,
     first_commit_after,
     range_plan,
     ranges_frame,

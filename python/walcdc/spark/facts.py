@@ -14,11 +14,11 @@ import pyarrow as pa
 from walcdc import _native
 from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, Volumes, as_log
+from walcdc.parallel import clip
 from walcdc.spark import tasks
 from walcdc.spark.plan import (
     KEPT,
     checked_options,
-    clip,
     cut,
     ranges_frame,
     session_key,

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from walcdc.errors import InvalidArgumentError, argument_error
 from walcdc.logset import LogSet, Volumes
+from walcdc.parallel import clip
 from walcdc.spark import tasks
 from walcdc.spark.types import spark_arrow_schema
 
@@ -33,24 +34,6 @@ def use_driver_python(spark) -> None:
     configured = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
     if sc.master.startswith("local") and not configured:
         sc.pythonExec = sys.executable
-
-
-def clip(
-    ranges: List[Tuple[Optional[int], Optional[int]]], start: Optional[int], end: Optional[int]
-) -> List[Tuple[Optional[int], Optional[int]]]:
-    """The ranges cut to ``[start, end)`` (LSA keys; None is open)."""
-    out = []
-    for s, e in ranges:
-        if start is not None and (e is not None and e <= start):
-            continue
-        if end is not None and (s is not None and s >= end):
-            continue
-        if start is not None and (s is None or s < start):
-            s = start
-        if end is not None and (e is None or e > end):
-            e = end
-        out.append((s, e))
-    return out
 
 
 def cut(

@@ -37,11 +37,15 @@ pub fn split_from(log: &LogSet, from: Option<Lsa>, pages_per_range: i64) -> Vec<
     let mut cuts: Vec<Lsa> = Vec::new();
     let mut at = first + step;
     while at <= last {
-        if let Some(cut) = first_record_on_or_after(log, at, (at + step).min(last + 1)) {
+        let below = (at + step).min(last + 1);
+        if let Some(cut) = first_record_on_or_after(log, at, below) {
             if cuts.last().is_none_or(|&c| cut > c) {
                 cuts.push(cut);
             }
         }
+        // The headers read (and what the system mapped around them) are not kept mapped: a
+        // plan of a long log would otherwise hold a piece of every range.
+        log.release_pages(at, below);
         at += step;
     }
     let mut ranges = Vec::with_capacity(cuts.len() + 1);

@@ -116,6 +116,9 @@ pub struct Walker<S: LogSource + ?Sized = LogSet> {
     keep_mapped_pages: i64,
     /// Following a live log ([`Walker::follow`]).
     live: bool,
+    /// One range of a plan ([`Walker::for_range`]): the pages it walked are released when it
+    /// ends (threads reading many short ranges would otherwise keep the whole log mapped).
+    release_at_end: bool,
     /// Where the walk stopped at the end of what was written, to go on from in a later
     /// snapshot of the log (the record expected there, or `(page, -1)`).
     stopped_at: Option<Lsa>,
@@ -164,6 +167,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             read_ahead: None,
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
             live: false,
+            release_at_end: false,
             stopped_at: None,
             absent_at: None,
         })
@@ -192,7 +196,9 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
                 other => other?,
             }
         }
-        Walker::new(log, start, end, on_encrypted)
+        let mut walker = Walker::new(log, start, end, on_encrypted)?;
+        walker.release_at_end = true;
+        Ok(walker)
     }
 
     pub fn log(&self) -> &Arc<S> {
@@ -219,6 +225,11 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             if let Some(at) = at {
                 self.beyond_end = self.readable_beyond(at)?;
             }
+        }
+        if self.release_at_end {
+            let to = self.last_lsa.map_or(self.released_below, |l| l.pageid + 1);
+            self.log.release_pages(self.released_below, to);
+            self.released_below = self.released_below.max(to);
         }
         self.next = None;
         self.end_lsa = at;
