@@ -364,12 +364,12 @@ pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: u
         builder.append(&*log, &r)?;
     }
     while builder.len() < max_rows {
-        match walker.next_record()? {
-            Some(r) if builder.would_overfill(&*log, &r)? => {
-                builder.carry = Some(r);
+        match walker.next_ref()? {
+            Some(r) if builder.would_overfill(&*log, r)? => {
+                builder.carry = Some(*r);
                 break;
             }
-            Some(r) => builder.append(&*log, &r)?,
+            Some(r) => builder.append(&*log, r)?,
             None => break,
         }
     }

@@ -55,6 +55,25 @@ pub struct Record {
     pub vol: u16,
 }
 
+impl Default for Record {
+    fn default() -> Record {
+        Record {
+            lsa: Lsa::default(),
+            prev_tranlsa: Lsa::default(),
+            back_lsa: Lsa::default(),
+            forw_lsa: Lsa::default(),
+            trid: 0,
+            rectype: 0,
+            dh: [0; MAX_DATA_HEADER],
+            dh_len: 0,
+            undo: Payload::default(),
+            redo: Payload::default(),
+            end: Lsa::default(),
+            vol: 0,
+        }
+    }
+}
+
 impl Record {
     pub fn type_name(&self) -> &'static str {
         rectype::type_name(self.rectype).unwrap_or("UNKNOWN")
@@ -267,6 +286,17 @@ fn fetch_for<S: PageSource + ?Sized>(
 /// Parses the record that starts at `lsa` in any page source, checking every page it occupies (identity,
 /// encryption, checksum) and that its layout ends at its `forw_lsa`.
 pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::Result<Record, ParseProblem> {
+    let mut rec = Record::default();
+    parse_record_into(src, lsa, &mut rec).map(|()| rec)
+}
+
+/// As [`parse_record`], into `out` (a walker's own record: nothing is moved per record). On an
+/// error `out` holds nothing of use.
+pub fn parse_record_into<S: PageSource + ?Sized>(
+    src: &S,
+    lsa: Lsa,
+    out: &mut Record,
+) -> std::result::Result<(), ParseProblem> {
     let area = src.area_size();
     if lsa.offset < 0
         || !(lsa.offset as usize).is_multiple_of(ALIGNMENT)
@@ -297,7 +327,8 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     }
 
     let mut pos = layout::align(Pos { pageid: lsa.pageid, off: lsa.offset as usize + RECORD_HEADER_SIZE }, area);
-    let mut dh = [0u8; MAX_DATA_HEADER];
+    // Only `dh[..dh_len]` is ever read: what an earlier record left after it is not cleared.
+    let dh = &mut out.dh;
     // Highest page verified so far; payload pages after it are fetched (and so checked).
     let mut checked = lsa.pageid;
     if dh_len > 0 {
@@ -353,20 +384,18 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     if end != forw_lsa {
         return Err(ParseProblem::Invalid(format!("forw_lsa is {forw_lsa}, but the record's layout ends at {end}")));
     }
-    Ok(Record {
-        lsa,
-        prev_tranlsa,
-        back_lsa,
-        forw_lsa,
-        trid,
-        rectype,
-        dh,
-        dh_len: dh_len as u8,
-        undo,
-        redo,
-        end,
-        vol: page.vol as u16,
-    })
+    out.lsa = lsa;
+    out.prev_tranlsa = prev_tranlsa;
+    out.back_lsa = back_lsa;
+    out.forw_lsa = forw_lsa;
+    out.trid = trid;
+    out.rectype = rectype;
+    out.dh_len = dh_len as u8;
+    out.undo = undo;
+    out.redo = redo;
+    out.end = end;
+    out.vol = page.vol as u16;
+    Ok(())
 }
 
 #[cfg(test)]

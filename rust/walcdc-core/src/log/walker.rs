@@ -10,7 +10,7 @@ use crate::format::page::PAGE_HEADER_SIZE;
 use crate::log::logset::LogSet;
 use crate::log::readahead::ReadAhead;
 use crate::log::record::ReadRecords;
-use crate::log::record::{PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
+use crate::log::record::{parse_record_into, PageProblem, ParseProblem, Record, BACK_LSA_AT, FORW_LSA_AT};
 use crate::log::source::{Absent, Fetch, LogSource};
 
 /// What to do when the walk must cross a TDE-encrypted page (no keys are available).
@@ -114,6 +114,8 @@ pub struct Walker<S: LogSource + ?Sized = LogSet> {
     read_ahead: Option<ReadAhead>,
     /// How many pages behind itself the walk keeps mapped ([`KEEP_MAPPED_BYTES`]).
     keep_mapped_pages: i64,
+    /// The record last read ([`Walker::next_ref`] lends it).
+    current: Record,
     /// Following a live log ([`Walker::follow`]).
     live: bool,
     /// One range of a plan ([`Walker::for_range`]): the pages it walked are released when it
@@ -166,6 +168,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             prefetched_below: start.pageid.max(0),
             read_ahead: None,
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
+            current: Record::default(),
             live: false,
             release_at_end: false,
             stopped_at: None,
@@ -220,7 +223,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
         }
     }
 
-    fn finish(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<Record>> {
+    fn finish<T>(&mut self, at: Option<Lsa>, reason: EndReason) -> Result<Option<T>> {
         if matches!(reason, EndReason::Torn | EndReason::Unwritten) && self.torn_tail_possible() {
             if let Some(at) = at {
                 self.beyond_end = self.readable_beyond(at)?;
@@ -368,7 +371,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
     }
 
     /// Ends a live walk where the written log ends for now.
-    fn live_tail(&mut self, at: Lsa) -> Result<Option<Record>> {
+    fn live_tail<T>(&mut self, at: Lsa) -> Result<Option<T>> {
         let r = self.finish(Some(at), EndReason::LiveTail);
         self.stopped_at = Some(at);
         r
@@ -376,6 +379,12 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
 
     /// The next record, `Ok(None)` at the end.
     pub fn next_record(&mut self) -> Result<Option<Record>> {
+        Ok(self.next_ref()?.copied())
+    }
+
+    /// The next record, by reference to the walker's own copy (valid until the next call):
+    /// nothing is moved per record. `Ok(None)` at the end.
+    pub fn next_ref(&mut self) -> Result<Option<&Record>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
             if let Some(end) = self.end {
@@ -406,19 +415,19 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             }
             self.release_behind(lsa.pageid);
             let beyond = lsa >= self.must_exist_until;
-            let mut parsed = self.log.parse_record(lsa);
+            let mut parsed = parse_record_into(&*self.log, lsa, &mut self.current);
             if self.live {
                 let sealed = match &parsed {
-                    Ok(rec) => self.sealed(rec)?,
+                    Ok(()) => self.sealed(&self.current)?,
                     Err(_) => false,
                 };
                 match &parsed {
-                    Ok(rec) if sealed => {
+                    Ok(()) if sealed => {
                         // Read again now that what follows is written: a record half copied
                         // when first read is complete now.
-                        let forw = rec.forw_lsa;
-                        parsed = self.log.parse_record(lsa);
-                        if !matches!(&parsed, Ok(again) if again.forw_lsa == forw) {
+                        let forw = self.current.forw_lsa;
+                        parsed = parse_record_into(&*self.log, lsa, &mut self.current);
+                        if !(parsed.is_ok() && self.current.forw_lsa == forw) {
                             return self.live_tail(lsa);
                         }
                     }
@@ -446,10 +455,10 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
                 }
             }
             match parsed {
-                Ok(rec) => {
+                Ok(()) => {
                     self.last_lsa = Some(lsa);
-                    self.next = Some(rec.forw_lsa);
-                    return Ok(Some(rec));
+                    self.next = Some(self.current.forw_lsa);
+                    return Ok(Some(&self.current));
                 }
                 Err(ParseProblem::EndMarker) if beyond => return self.finish(Some(lsa), EndReason::EndMarker),
                 Err(ParseProblem::EndMarker) => {
