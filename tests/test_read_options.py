@@ -104,6 +104,19 @@ def test_the_spark_source_reads_every_option_as_a_string():
         _read_options({"redact": "no"})
 
 
+def test_the_spark_source_reads_committed_only_as_strictly_as_the_rest():
+    """The stream a source reads is chosen by ``committed_only`` (planned, not a range's
+    option): ``"0"`` or ``"no"`` is refused, not taken for true."""
+    from walcdc.spark_source import _bool_option
+
+    assert _bool_option({}, "committed_only", True) is True
+    assert _bool_option({"committed_only": "False"}, "committed_only", True) is False
+    assert _bool_option({"committed_only": "TRUE"}, "committed_only", True) is True
+    for text in ("0", "no", "yes"):
+        with pytest.raises(walcdc.InvalidArgumentError, match="committed_only must be true"):
+            _bool_option({"committed_only": text}, "committed_only", True)
+
+
 def test_the_readme_table_is_the_declaration():
     text = (ROOT / "README.md").read_text()
     found = re.search(r"<!-- read-options -->\n(.*?)<!-- /read-options -->", text, re.S)

@@ -66,6 +66,17 @@ def _storage_options(options: Dict[str, str]) -> Dict[str, str]:
     return {k[len("storage.") :]: v for k, v in options.items() if k.startswith("storage.")}
 
 
+def _bool_option(options: Dict[str, str], name: str, default: bool) -> bool:
+    """A boolean option: ``true`` or ``false`` (any case), ``default`` when not given; anything
+    else is refused rather than read as one or the other."""
+    text = options.get(name)
+    if text is None or text == "":
+        return default
+    if text.lower() not in ("true", "false"):
+        raise InvalidArgumentError(f"option {name} must be true or false, not {text!r}")
+    return text.lower() == "true"
+
+
 def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
     """The read options among a source's options (strings), as their declared kinds: what
     every range reads with (those the plan sets are left to it)."""
@@ -77,9 +88,7 @@ def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
         if name in _PLANNED or text is None or text == "":
             continue
         if option.kind == "bool":
-            if text.lower() not in ("true", "false"):
-                raise InvalidArgumentError(f"option {name} must be true or false, not {text!r}")
-            out[name] = text.lower() == "true"
+            out[name] = _bool_option(options, name, False)
         elif option.kind == "int":
             try:
                 out[name] = int(text)
@@ -229,7 +238,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         self.options = options
         self.storage = _storage_options(options)
         self.read_options = _read_options(options)
-        self.committed_only = options.get("committed_only", "true").lower() != "false"
+        self.committed_only = _bool_option(options, "committed_only", True)
         self.schema = schema
         #: Values of ``table``, ``op``, ``user`` the query's filters allow (None: any).
         self.pushed: Dict[str, Optional[List[str]]] = {}
@@ -378,7 +387,7 @@ def _local_plan(log, options: Dict[str, str]) -> Dict[str, Any]:
         cursor=cursor,
         start=None if cursor is not None else options.get("start"),
         end=options.get("end"),
-        committed_only=options.get("committed_only", "true").lower() != "false",
+        committed_only=_bool_option(options, "committed_only", True),
         on_encrypted=options.get("on_encrypted", "raise"),
     )
 
