@@ -389,52 +389,8 @@ mod tests {
 /// fields say.
 #[cfg(test)]
 mod alloc_bounds {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
     use super::*;
-
-    struct Counting;
-
-    thread_local! {
-        static LIVE: Cell<usize> = const { Cell::new(0) };
-        static PEAK: Cell<usize> = const { Cell::new(0) };
-    }
-
-    fn note(delta: isize) {
-        let _ = LIVE.try_with(|l| {
-            let now = (l.get() as isize + delta).max(0) as usize;
-            l.set(now);
-            let _ = PEAK.try_with(|p| p.set(p.get().max(now)));
-        });
-    }
-
-    // SAFETY: forwards to the system allocator; only counts.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            note(layout.size() as isize);
-            System.alloc(layout)
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            note(-(layout.size() as isize));
-            System.dealloc(ptr, layout)
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            note(new_size as isize - layout.size() as isize);
-            System.realloc(ptr, layout, new_size)
-        }
-    }
-
-    #[global_allocator]
-    static ALLOCATOR: Counting = Counting;
-
-    /// Peak bytes allocated by this thread while `f` runs, above what was live before.
-    fn peak_of(f: impl FnOnce()) -> usize {
-        let base = LIVE.with(|l| l.get());
-        PEAK.with(|p| p.set(base));
-        f();
-        PEAK.with(|p| p.get()) - base
-    }
+    use crate::alloc_count::peak_of;
 
     const LIES: [u32; 5] = [0x7FFF_FFFF, 0xFFFF_FFFF, 0x4000_0000, 0x0100_0000, 0x0001_0000];
 

@@ -12,6 +12,8 @@
 //! re-exported at the crate root, and no module depends on a module that depends on it
 //! (tests/test_layers.py checks both).
 
+#[cfg(test)]
+mod alloc_count;
 pub mod arrow;
 pub mod cdc;
 pub mod choice;

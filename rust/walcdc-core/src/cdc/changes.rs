@@ -1679,10 +1679,51 @@ mod tests {
         end
     }
 
+    /// Allocations a change event may cost, with raw images, in a transaction of its own (so
+    /// that what a transaction costs counts whole: its entry and buffer, its user's name): 7.2
+    /// measured, mostly the event's image and its transaction's state.
+    const MAX_ALLOCATIONS_PER_EVENT: f64 = 8.0;
+
     fn drain<S: LogSource + 'static>(reader: &mut ChangeReader<S>, into: &mut Vec<Event>) {
         while let Some(e) = reader.next_event().unwrap() {
             into.push(e);
         }
+    }
+
+    /// The change stream allocates a bounded number of times per event, whatever the log's
+    /// length, and the walk under it nothing per record (a few times in all).
+    #[test]
+    fn allocations_per_event_are_bounded() {
+        use crate::alloc_count::allocations_in;
+        use crate::arrow::changes_arrow::{next_changes_batch, ChangesBuilder};
+        let dir = tempfile::tempdir().unwrap();
+        inserts(dir.path(), 1000);
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        let opts = ChangeOptions { mode: ImageMode::Full, decode: false, ..ChangeOptions::default() };
+        let mut reader = ChangeReader::new(log.clone(), opts).unwrap();
+        let mut builder = ChangesBuilder::new(&*log);
+        let (events, allocations) = allocations_in(|| {
+            let mut events = 0;
+            while let Some(batch) = next_changes_batch(&mut reader, &mut builder, 1024).unwrap() {
+                events += batch.num_rows();
+            }
+            events
+        });
+        assert_eq!(events, 1000);
+        let per_event = allocations as f64 / events as f64;
+        eprintln!("{allocations} allocations for {events} events: {per_event:.2} per event");
+        assert!(per_event <= MAX_ALLOCATIONS_PER_EVENT, "{per_event:.2} allocations per event");
+
+        let mut walker = crate::log::walker::Walker::new(log.clone(), None, None, OnEncrypted::Raise).unwrap();
+        let (records, allocations) = allocations_in(|| {
+            let mut n = 0u64;
+            while walker.next_ref().unwrap().is_some() {
+                n += 1;
+            }
+            n
+        });
+        assert!(records >= 4 * 1000, "{records} records");
+        assert!(allocations <= 4, "{allocations} allocations walking {records} records");
     }
 
     /// The reader reads any `LogSource`: over a source whose pages appear one at a time, a
