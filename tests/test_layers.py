@@ -59,7 +59,8 @@ def _rust_modules() -> Dict[str, Path]:
 
 def _rust_code(text: str) -> str:
     """The code of a module without its tests, comments and doc comments."""
-    text = re.split(r"#\[cfg\(test\)\]\s*mod tests\b", text)[0]
+    # `#[cfg(test)]`, or a cfg that needs `test` among others (`all(test, target_os = ...)`).
+    text = re.split(r"#\[cfg\((?:test|all\(test\b[^\]]*)\)\]\s*mod tests\b", text)[0]
     return "\n".join(line.split("//")[0] for line in text.splitlines())
 
 
