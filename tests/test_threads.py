@@ -5,6 +5,7 @@ order, bounds what it reads ahead and stops its threads when left early."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import warnings
@@ -49,6 +50,34 @@ def test_ranges_of_one_page_in_a_window(name):
             got = _walk(log, start=start, end=end, threads=threads, split_bytes=page)
             assert got[0].equals(want[0]), f"{name} [{start}, {end}): {threads} threads"
             assert got[1:] == want[1:], f"{name} [{start}, {end}): {threads} threads"
+
+
+@pytest.mark.parametrize("name", ["p4k", "tde"])
+def test_threads_with_payloads_and_chosen_columns(name):
+    """The images (unzipped, DIFF rebuilt) and a subset of the columns, as one thread."""
+    log = walcdc.open_log(fixture_dir(name))
+    page = log.header()["page_size"]
+    for kw in (dict(payloads=True), dict(columns=["lsa", "type", "size"]), dict(batch_size=100)):
+        want = _walk(log, **kw)
+        got = _walk(log, threads=3, split_bytes=16 * page, **kw)
+        assert got[0].equals(want[0]), f"{name} {kw}"
+        assert got[1:] == want[1:], f"{name} {kw}"
+
+
+def test_a_threaded_walk_left_early_stops_its_threads():
+    """Dropping the reader ends the walk (pyarrow's ``close`` keeps the batches' iterator until
+    the reader itself goes)."""
+    log = walcdc.open_log(fixture_dir("p4k"))
+    before = threading.active_count()
+    reader = log.records(threads=2, split_bytes=4 * log.header()["page_size"], batch_size=64)
+    assert reader.read_next_batch().num_rows == 64
+    assert threading.active_count() == before + 2
+    del reader
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while threading.active_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threading.active_count() == before
 
 
 def test_a_bad_start_is_refused_before_any_thread_reads():

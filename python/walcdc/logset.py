@@ -185,7 +185,8 @@ class LogSet:
         ``split_bytes`` of log (default: about four ranges a thread, 2 to 16 MiB each: a range
         of about two batches keeps every thread busy while each holds at most two batches
         ahead); the rows, their order and :attr:`last_walk` are those of one thread, only the
-        batches are cut at range edges too.
+        batches are cut at range edges too. A walk left before its end stops its threads when
+        the reader is dropped (pyarrow's ``close`` keeps the reader's iterator until then).
         """
         from walcdc.options import choice, position, split_list
 
