@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from walcdc import lsa as L
+from walcdc.arrow_stream import ArrowStream
 from walcdc.errors import InvalidArgumentError, LogError, LogIOError, argument_error
 from walcdc.logset import LogSet, as_log, open_log
 from walcdc.options import (
@@ -434,7 +435,7 @@ def _say(found: List[Warning], on_warning=None) -> None:
             warnings.warn(w, stacklevel=4)
 
 
-class ChangeStream:
+class ChangeStream(ArrowStream):
     """A stream of change events: an Arrow record batch stream with a resume :attr:`cursor`.
 
     Iterate it for ``pyarrow.RecordBatch`` es, call :meth:`read_all`, or hand it to anything
@@ -470,22 +471,6 @@ class ChangeStream:
         Iterate either this or the stream, not both."""
         return self._chunks
 
-    # The RecordBatchReader interface.
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        return iter(self.reader)
-
-    def read_next_batch(self) -> pa.RecordBatch:
-        return self.reader.read_next_batch()
-
-    def read_all(self) -> pa.Table:
-        return self.reader.read_all()
-
-    def read_pandas(self, **kw):
-        return self.reader.read_pandas(**kw)
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        return self.reader.__arrow_c_stream__(requested_schema)
-
     def close(self) -> None:
         """Ends the stream. A stream following a live log may be closed from another thread
         while one reads it: the reader then gets the batches already made and the end."""
@@ -494,12 +479,6 @@ class ChangeStream:
             stop.set()
             return
         self.reader.close()
-
-    def __enter__(self) -> ChangeStream:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     @property
     def cursor(self) -> Cursor:

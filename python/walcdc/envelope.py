@@ -68,6 +68,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from walcdc.arrow_stream import ArrowStream
 from walcdc.ddl import DdlType
 
 __all__ = [
@@ -483,7 +484,7 @@ class Debezium:
         return pa.record_batch(columns, schema=schema)
 
 
-class EnvelopedStream:
+class EnvelopedStream(ArrowStream):
     """A change stream in an envelope (``read_changes(..., envelope="debezium")``): the plain
     stream's batches shaped by ``transform`` (a :class:`Debezium`), with what the transform
     holds emitted where the plain stream goes quiet (a followed log's poll) and at its end.
@@ -500,32 +501,11 @@ class EnvelopedStream:
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
 
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        return iter(self.reader)
-
-    def read_next_batch(self) -> pa.RecordBatch:
-        return self.reader.read_next_batch()
-
-    def read_all(self) -> pa.Table:
-        return self.reader.read_all()
-
-    def read_pandas(self, **kw):
-        return self.reader.read_pandas(**kw)
-
-    def __arrow_c_stream__(self, requested_schema=None):
-        return self.reader.__arrow_c_stream__(requested_schema)
-
     def close(self) -> None:
         """Ends the stream (a followed one from any thread, as :meth:`ChangeStream.close`)."""
         if getattr(self._stream, "_stop", None) is None:
             self.reader.close()
         self._stream.close()
-
-    def __enter__(self) -> EnvelopedStream:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _shaped(chunks: Iterator[Optional[pa.RecordBatch]], transform: Debezium):
