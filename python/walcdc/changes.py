@@ -586,6 +586,8 @@ def read_changes(
     idle_timeout: Optional[float] = None,
     on_warning: Optional[Callable[[Warning], None]] = None,
     storage_options: Optional[Dict[str, Any]] = None,
+    threads: int = 1,
+    split_bytes: Optional[int] = None,
     **options,
 ) -> ChangeStream:
     """Change events of a log set (a :class:`LogSet`, or what :func:`open_log` opens: a
@@ -626,6 +628,15 @@ def read_changes(
     statements are replaced by ``***`` unless ``redact=False``.
 
     ``state``: a :meth:`ChangeStream.state` to go on from, reading nothing before it.
+
+    ``threads``: read with this many threads (:func:`walcdc.parallel.default_threads` is the
+    cores this process may use), each reading record-aligned ranges of about ``split_bytes``
+    of log (default: about four ranges a thread, 2 to 16 MiB each) while the others read
+    theirs; the rows, their order, the cursor, :attr:`ChangeStream.pending` and the state at
+    the end are one thread's, and what waits in memory is bounded by the threads and the
+    batch size. The cursor, pending transactions and state of such a stream are known once
+    every batch was read. A followed log, a stream going on from a ``state`` and one read
+    with ``threads=1`` are read by one thread.
 
     ``follow=True``: follow a live log (a server still writing it): the stream gives what is
     written, then polls every ``poll_interval`` seconds for more (the header read again, new
@@ -692,6 +703,8 @@ def read_changes(
         follow=follow_args,
         check_users=True,
         on_warning=on_warning,
+        threads=threads,
+        split_bytes=split_bytes,
     )
 
 
@@ -714,6 +727,8 @@ def _open_stream(
     narrow: Optional[Dict[str, Any]] = None,
     check_users: bool = False,
     on_warning: Optional[Callable[[Warning], None]] = None,
+    threads: int = 1,
+    split_bytes: Optional[int] = None,
 ) -> ChangeStream:
     """A change stream with ``options`` (of :func:`_native_options`); with ``columns``, one
     table's typed changes (column dicts of :meth:`LogSet.schemas`); ``by_table``: a
@@ -726,16 +741,35 @@ def _open_stream(
     options = read_options_of("read_changes", options)
     if state is not None and (options["cursor"] is not None or options["start"] is not None):
         raise argument_error("state", "{} says where to start: give no start= or cursor= with it")
+    if int(threads) < 1:
+        raise argument_error("threads", f"{{}}{threads} must be at least 1")
+    kwargs = _native_options(log, **options)
     native_options = log._native.change_options(
-        **_native_options(log, **options),
+        **kwargs,
         follow=follow is not None,
         checkpoint_every=_CHECKPOINT_EVERY,
         narrow_tables=(narrow or {}).get("tables"),
         narrow_ops=(narrow or {}).get("ops"),
     )
-    native = log._native.changes(
-        native_options, batch_size=int(batch_size), state=state, columns=columns, by_table=by_table
-    )
+    if threads > 1 and follow is None and state is None and narrow is None and not by_table:
+        from walcdc.threaded import ThreadedChanges
+
+        native = ThreadedChanges(
+            log,
+            kwargs,
+            threads=int(threads),
+            batch_size=int(batch_size),
+            split_bytes=split_bytes,
+            columns=columns,
+        )
+    else:
+        native = log._native.changes(
+            native_options,
+            batch_size=int(batch_size),
+            state=state,
+            columns=columns,
+            by_table=by_table,
+        )
     header = log._native.header_info()
     info = {
         "committed_only": bool(options["committed_only"]),

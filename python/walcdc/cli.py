@@ -675,6 +675,12 @@ def schema(paths, sample, show_all, as_json, storage_options) -> None:
 @_read_choice(
     "on_error", "A row whose images cannot be rebuilt: fail, or keep the event with the reason."
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="Read the log with N threads (default: the cores walcdc may use). The output and the "
+    "cursor are the same. --by-table reads with one thread.",
+)
 @_on_encrypted
 @_storage_option
 @_progress
@@ -694,6 +700,7 @@ def extract(
     decimals,
     by_table,
     on_error,
+    threads,
     on_encrypted,
     storage_options,
     progress,
@@ -747,8 +754,14 @@ def extract(
         del options["keys"], options["envelope"]  # refused above
         _extract_by_table(log, output, cursor_file, progress, overwrite, **options)
         return
+    from walcdc.parallel import default_threads
+
     stream = walcdc.read_changes(
-        log, committed_only=not engine, envelope_options=envelope_options, **options
+        log,
+        committed_only=not engine,
+        envelope_options=envelope_options,
+        threads=threads or default_threads(),
+        **options,
     )
     info = log.header()
     with _Progress(info, progress, "extracting") as bar:

@@ -53,7 +53,15 @@ def _table_columns(log: LogSet, table, kwargs: Dict[str, Any]):
 
 @with_read_options("tables", "exclude_tables", "keys")
 def read_table_changes(
-    source, table, *, batch_size: int = 65536, state=None, storage_options=None, **kwargs
+    source,
+    table,
+    *,
+    batch_size: int = 65536,
+    state=None,
+    storage_options=None,
+    threads: int = 1,
+    split_bytes=None,
+    **kwargs,
 ) -> ChangeStream:
     """Changes of one table, ``before`` and ``after`` as Arrow structs typed with the table's
     current columns: integers, floats, ``decimal128`` for NUMERIC, ``date32``, ``time32``, UTC
@@ -67,7 +75,7 @@ def read_table_changes(
 
     ``table`` is a name (matched as by :func:`walcdc.read_changes`' ``tables=``: any name the
     table had in the log) or a class OID. Other arguments (``storage_options`` for a URL
-    among them) are those of :func:`walcdc.read_changes`.
+    and ``threads`` among them) are those of :func:`walcdc.read_changes`.
 
     >>> import walcdc
     >>> s = walcdc.read_table_changes(walcdc.samples.sample_path(), "t_chg")
@@ -79,7 +87,14 @@ def read_table_changes(
     options = read_options_of("read_table_changes", kwargs)
     options.update(tables=[class_oid], keys="id")
     return _open_stream(
-        log, options, batch_size=batch_size, state=state, columns=columns, check_users=True
+        log,
+        options,
+        batch_size=batch_size,
+        state=state,
+        columns=columns,
+        check_users=True,
+        threads=threads,
+        split_bytes=split_bytes,
     )
 
 

@@ -31,17 +31,16 @@ import pyarrow as pa
 from walcdc.logset import LogSet, as_log
 from walcdc.options import read_options_of, with_read_options
 from walcdc.parallel import clip
+from walcdc.plan import first_commit_after, warn_left_out
 from walcdc.spark import tasks
 from walcdc.spark.facts import check_supplemental_logging, cursors_at, facts_and_plan, facts_run
 from walcdc.spark.plan import (
     DEFAULT_SPLIT_BYTES,
     checked_options,
-    first_commit_after,
     range_plan,
     ranges_frame,
     read_catalog,
     use_driver_python,
-    warn_left_out,
 )
 from walcdc.spark.types import spark_arrow_schema, spark_schema, spark_type
 
@@ -132,9 +131,10 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     use_driver_python(spark)
     start_key, end_key = kwargs["start"], kwargs["end"]
     committed = kwargs["committed_only"]
-    versions, supplemental, left = read_catalog(spark, log, volumes, kwargs, seed, split_bytes)
-    warn_left_out(left, kwargs)
-    if not supplemental:
+    catalog = read_catalog(spark, log, volumes, kwargs, seed, split_bytes)
+    versions = catalog.versions
+    warn_left_out(catalog.left, kwargs)
+    if not catalog.supplemental:
         _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
     last_commit, offset, position = skip if skip is not None else (None, 0, None)
     # A cursor inside a committed transaction: the first commit after its last one skips
@@ -228,13 +228,11 @@ def source_plan(
         on_encrypted=on_encrypted,
     )
     volumes = log.volumes()
-    versions, supplemental, left = read_catalog(
-        spark, log, volumes, kwargs, seed, split_bytes, True
-    )
-    warn_left_out(left, kwargs)
-    if not supplemental:
+    catalog = read_catalog(spark, log, volumes, kwargs, seed, split_bytes, True)
+    warn_left_out(catalog.left, kwargs)
+    if not catalog.supplemental:
         _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
-    return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, versions))
+    return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions))
 
 
 def _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes) -> None:

@@ -15,11 +15,11 @@ from walcdc import _native
 from walcdc.errors import InvalidArgumentError
 from walcdc.logset import LogSet, Volumes, as_log
 from walcdc.parallel import clip
+from walcdc.plan import cut
 from walcdc.spark import tasks
 from walcdc.spark.plan import (
     KEPT,
     checked_options,
-    cut,
     ranges_frame,
     session_key,
     use_driver_python,

@@ -10,13 +10,21 @@ import hashlib
 import os
 import sys
 from collections import OrderedDict
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
-import pyarrow as pa
-
-from walcdc.errors import InvalidArgumentError, argument_error
+from walcdc.errors import argument_error
 from walcdc.logset import LogSet, Volumes
 from walcdc.parallel import clip
+from walcdc.plan import (
+    Catalog,
+    catalog_of,
+    catalog_ranges,
+    check_supplemental_logging_here,
+    first_commit_after,
+    reduced_here,
+    resolved,
+    warn_left_out,
+)
 from walcdc.spark import tasks
 from walcdc.spark.types import spark_arrow_schema
 
@@ -34,21 +42,6 @@ def use_driver_python(spark) -> None:
     configured = os.environ.get("PYSPARK_PYTHON") or sc.getConf().get("spark.pyspark.python")
     if sc.master.startswith("local") and not configured:
         sc.pythonExec = sys.executable
-
-
-def cut(
-    ranges: List[Tuple[Optional[int], Optional[int]]], at: Optional[int]
-) -> List[Tuple[Optional[int], Optional[int]]]:
-    """The ranges with the one holding ``at`` split there (a range then starts exactly at it)."""
-    if at is None:
-        return ranges
-    out = []
-    for s, e in ranges:
-        if (s is None or s < at) and (e is None or at < e):
-            out += [(s, at), (at, e)]
-        else:
-            out.append((s, e))
-    return out
 
 
 def _task_count(spark, ranges: int, per_core: int, log_bytes: Optional[int] = None) -> int:
@@ -131,7 +124,6 @@ def checked_options(log: LogSet, **options):
     checked once on the driver; ``skip``: a cursor becomes the start, and what the earlier
     run emitted (``(last_commit_lsa, txn_offset, position)``); ``seed``: the cursor's catalog
     checkpoint (the facts start there instead of at the beginning of the log), or None."""
-    import walcdc._native as native
     from walcdc.changes import _native_options
 
     kwargs = _native_options(log, **options)
@@ -141,44 +133,7 @@ def checked_options(log: LogSet, **options):
             '{}"emit" is read locally only (walcdc.read_changes); on Spark, transactions begun '
             "before the oldest volume are left out",
         )
-    native.check_cursor(log._native, log._native.change_options(**kwargs))
-    seed = kwargs.pop("checkpoint", None)
-    skip = None
-    if kwargs["cursor"] is not None:
-        _, restart, last_commit, offset, position, _ = kwargs["cursor"]
-        kwargs.update(start=restart, cursor=None)
-        skip = (last_commit, offset, position)
-    if kwargs["start"] is not None:
-        log.records(start=kwargs["start"], end=kwargs["start"]).read_all()  # a record start
-    return kwargs, skip, seed
-
-
-def first_commit_after(log: LogSet, kwargs: dict, last_commit: Optional[int]) -> Optional[int]:
-    """The first commit record after ``last_commit`` from the window's start on (a cursor's
-    restart point, before it), read on the driver: the records from the later of the two up to
-    that commit (the tail of one transaction; no image is read)."""
-    import pyarrow.compute as pc
-
-    start = kwargs["start"]
-    if last_commit is not None and (start is None or last_commit > start):
-        start = last_commit
-    records = log.records(
-        start=start,
-        end=kwargs["end"],
-        on_encrypted=kwargs["on_encrypted"],
-        batch_size=4096,
-        columns=["lsa", "trid", "type"],
-    )
-    for batch in records:
-        types = batch.column("type").cast(pa.string())
-        commits = batch.filter(
-            pc.and_(pc.equal(types, "LOG_COMMIT"), pc.greater(batch.column("trid"), 0))
-        )
-        if last_commit is not None:
-            commits = commits.filter(pc.greater(commits.column("lsa"), last_commit))
-        if commits.num_rows:
-            return commits.column("lsa")[0].as_py()
-    return None
+    return resolved(log, kwargs)
 
 
 KEPT = 4
@@ -192,7 +147,7 @@ def session_key(spark):
 
 
 #: Catalog versions of recent committed reads (as ``FACTS``).
-CATALOGS: OrderedDict[tuple, Tuple[bytes, int]] = OrderedDict()
+CATALOGS: OrderedDict[tuple, Catalog] = OrderedDict()
 
 
 def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split_bytes, whole=None):
@@ -219,19 +174,6 @@ def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split
     return reduced
 
 
-def catalog_ranges(log: LogSet, kwargs: dict, seed, split_bytes: int, whole: bool):
-    """The ranges the catalog is read from: from the beginning of the log (or the cursor's
-    checkpoint) to the window's end (``whole``: the log's), cut at the window's edges."""
-    import walcdc._native as native
-
-    start_key, end_key = kwargs["start"], kwargs["end"]
-    seed_at = native.checkpoint_info(seed)[0] if seed is not None else None
-    if seed_at is not None and start_key is not None and seed_at > start_key:
-        raise InvalidArgumentError("the cursor's catalog checkpoint is past its restart point")
-    ranges = clip(log.ranges(split_bytes), seed_at, None if whole else end_key)
-    return cut(cut(ranges, start_key), end_key)
-
-
 def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
     """Each range's ``(RangeCatalog bytes, supplemental records)``, in order, from one job."""
     from pyspark.sql import types as T
@@ -252,88 +194,6 @@ def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
     if [r.i for r in rows] != list(range(len(ranges))):
         raise RuntimeError("walcdc: a range's catalog facts are missing or repeated")
     return [(bytes(r.catalog), r.supplemental) for r in rows]
-
-
-def reduced_here(log: LogSet, ranges, kwargs: dict):
-    """As :func:`reduced_on_spark`, read in this process."""
-    import walcdc._native as native
-
-    return [native.range_catalog(log._native, s, e, kwargs["on_encrypted"]) for s, e in ranges]
-
-
-def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Tuple[bytes, int, dict]:
-    """The catalog versions from the ranges' reductions, the supplemental records in the
-    window, and what the read will leave out (:func:`warn_left_out`): the transactions begun
-    before the log set's first record (read from its beginning: ``parallel::begun_before``; none
-    are known from a cursor's checkpoint on), what the walks of the window's ranges skipped,
-    and the transactions a restart of their trid cut short there (``native.left_out``, every
-    range decoded once)."""
-    import walcdc._native as native
-
-    start_key, end_key = kwargs["start"], kwargs["end"]
-    seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
-    inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
-    versions, _ = native.catalog_versions(log._native, inputs, seed)
-    inside = [
-        (start_key is None or (s is not None and s >= start_key))
-        and (end_key is None or s is None or s < end_key)
-        for s, _ in ranges
-    ]
-    # The window's ranges are consecutive: [first, last).
-    first = inside.index(True) if any(inside) else len(ranges)
-    last = first + sum(inside)
-    from_first = seed is None and bool(ranges) and ranges[0][0] is None
-    begun, walk, restarted = native.left_out([c for c, _ in reduced], first, last, from_first)
-    left = {"begun": begun, "walk": walk, "restarted": restarted}
-    return versions, sum(n for (_, n), yes in zip(reduced, inside) if yes), left
-
-
-def warn_left_out(left: dict, kwargs: dict) -> None:
-    """Warns, as the local stream does, of what the read leaves out (``left``, from
-    :func:`catalog_of`): what the walk skipped in the window (encrypted pages under
-    ``on_encrypted="skip"``, records a damaged archive could not place, readable pages past a
-    torn end), transactions cut short by a restart of their trid
-    (:class:`walcdc.UnfinishedTransactionDropped`), and the transactions begun before the log
-    set's oldest volume that commit in the window (and, in CUBRID's stream, those that abort
-    there: :class:`walcdc.PartialTransactionsSkipped`)."""
-    import warnings
-
-    from walcdc.logset import (
-        PartialTransactionsSkipped,
-        UnfinishedTransactionDropped,
-        walk_warnings,
-    )
-
-    for w in walk_warnings(*left["walk"]):
-        warnings.warn(w, stacklevel=3)
-    if left["restarted"]:
-        warnings.warn(
-            UnfinishedTransactionDropped(
-                f"{left['restarted']} transaction(s) restarted under their trid before an end "
-                "record: the events of the unfinished one(s) dropped (a damaged log?)"
-            ),
-            stacklevel=3,
-        )
-    begun = left["begun"]
-    start, end = kwargs["start"], kwargs["end"]
-    ends = ("commit",) if kwargs["committed_only"] else ("commit", "abort")
-    left_out = [
-        trid
-        for trid, _, fate in begun
-        if fate is not None
-        and fate[0] in ends
-        and (start is None or fate[1] >= start)
-        and (end is None or fate[1] < end)
-    ]
-    if left_out:
-        warnings.warn(
-            PartialTransactionsSkipped(
-                f"{len(left_out)} transaction(s) began before the oldest volume of the log set "
-                "(an older archive is gone): their events the log still holds are left out "
-                '(walcdc.read_changes(on_partial="emit") reads them, marked partial)'
-            ),
-            stacklevel=3,
-        )
 
 
 def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes) -> dict:
@@ -371,27 +231,6 @@ def plan_dict(log: LogSet, engine: bool, on_encrypted: str, parts: list) -> dict
     }
 
 
-def check_supplemental_logging_here(log: LogSet, kwargs: dict) -> None:
-    """For a window with no supplemental record, as the one-pass stream decides: a log
-    written with ``supplemental_log=0`` (committed transactions changed user rows) raises
-    :class:`walcdc.NoSupplementalLogError`. The window walked here, commit markers only (no
-    image is read)."""
-    import walcdc
-
-    stream = walcdc.read_changes(
-        log,
-        start=kwargs["start"],
-        end=kwargs["end"],
-        committed_only=kwargs["committed_only"],
-        on_encrypted=kwargs["on_encrypted"],
-        ops=["commit"],
-        mode="id",
-        decode=False,
-    )
-    for _ in stream:
-        pass
-
-
 def range_plan_here(
     log: LogSet,
     split_bytes: int,
@@ -416,10 +255,8 @@ def range_plan_here(
         decode=False,
     )
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    versions, supplemental, left = catalog_of(
-        log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs)
-    )
-    warn_left_out(left, kwargs)
-    if not supplemental:
+    catalog = catalog_of(log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs))
+    warn_left_out(catalog.left, kwargs)
+    if not catalog.supplemental:
         check_supplemental_logging_here(log, kwargs)
-    return range_plan(log, kwargs, skip, seed, split_bytes, versions)
+    return range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions)

@@ -62,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::range_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::catalog_inputs_of, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::left_out, m)?)?;
+    m.add_function(wrap_pyfunction!(parallel::open_at_end, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::no_supplemental_log_error, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::facts_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::changes_schema, m)?)?;
@@ -77,5 +78,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<writer::PyLogWriter>()?;
     testing_encode::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_UNKNOWN_TABLES", walcdc_core::cdc::changes::MAX_UNKNOWN_TABLES)?;
     Ok(())
 }

@@ -137,6 +137,16 @@ pub(crate) fn left_out<'py>(
     Ok((begun, walk, parallel::restarted(&ranges, window)))
 }
 
+/// The transactions open at the end of the last of `ranges` (`RangeCatalog` bytes of
+/// consecutive ranges in log order): `(trid, first_lsa)`, oldest first, as a one-pass reader
+/// over the same records holds them at its end.
+#[pyfunction]
+pub(crate) fn open_at_end(py: Python<'_>, ranges: Vec<Vec<u8>>) -> PyResult<Vec<(i32, u64)>> {
+    let ranges = ranges.iter().map(|b| RangeCatalog::from_bytes(b)).collect::<walcdc_core::error::Result<Vec<_>>>();
+    let ranges = ranges.map_err(|e| to_py(py, e))?;
+    Ok(parallel::open_at_end(&ranges).into_iter().map(|(t, l)| (t, l.to_key())).collect())
+}
+
 type WalkNotesTuple<'py> = (Bound<'py, PyList>, Vec<u64>, Option<Bound<'py, PyDict>>);
 
 /// A transaction begun before a log set, as Python holds it: `(trid, first_lsa, end)`.

@@ -199,6 +199,17 @@ impl ChangeBatches {
         self.reader.catalog_checkpoint(Lsa::from_key(restart)).map(|c| PyBytes::new(py, &c.to_bytes()))
     }
 
+    /// The tables of unknown schema seen so far, as class OIDs (CDC packing).
+    fn unknown_schema_classes(&self) -> Vec<u64> {
+        self.reader.unknown_schema_classes()
+    }
+
+    /// The supplemental records of the whole stream this reader ends (the tail of a stream
+    /// read by ranges; see `ChangeReader::set_supplemental_records`).
+    fn set_supplemental_records(&mut self, n: u64) {
+        self.reader.set_supplemental_records(n);
+    }
+
     fn is_done(&self) -> bool {
         self.reader.is_done()
     }

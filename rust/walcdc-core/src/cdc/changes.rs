@@ -638,6 +638,21 @@ impl<S: LogSource + 'static> ChangeReader<S> {
         &self.pending
     }
 
+    /// The tables of unknown schema seen so far (see `ChangeStats::unknown_schema_tables`), as
+    /// CDC-packed class OIDs: the readers of a stream's ranges count them apart.
+    pub fn unknown_schema_classes(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = self.unknown_tables.iter().map(|o| o.to_cdc()).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Says that the stream this reader ends held `n` supplemental records in all (a reader
+    /// that reads the tail of a stream read by ranges): whether the log was written with
+    /// supplemental logging is decided over the whole stream, and a reader state carries it.
+    pub fn set_supplemental_records(&mut self, n: u64) {
+        self.stats.supplemental_records = n;
+    }
+
     pub fn is_done(&self) -> bool {
         self.done && self.emitting.is_none() && self.ready.is_empty()
     }

@@ -134,32 +134,33 @@ pub fn range_facts(
     // Trids with an MvccDml fact, and trids seen, since their last start or end in this range.
     let mut mvcc = rustc_hash::FxHashSet::default();
     let mut seen = rustc_hash::FxHashSet::default();
-    while let Some(rec) = walker.next_record()? {
+    // The walker lends each record: none is copied.
+    while let Some(rec) = walker.next_ref()? {
         out.records += 1;
         if rec.trid <= 0 {
             if rec.rectype == LOG_DUMMY_HA_SERVER_STATE {
-                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(FactKind::Timer, &rec) });
+                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(FactKind::Timer, rec) });
             }
             continue;
         }
         let ends = matches!(rec.rectype, LOG_COMMIT | LOG_ABORT);
         if rec.prev_tranlsa.is_null() {
-            out.facts.push(Fact::new(FactKind::Start, &rec));
+            out.facts.push(Fact::new(FactKind::Start, rec));
             mvcc.remove(&rec.trid);
             seen.insert(rec.trid);
         } else if !ends && seen.insert(rec.trid) {
-            out.facts.push(Fact::new(FactKind::First, &rec));
+            out.facts.push(Fact::new(FactKind::First, rec));
         }
-        if let Some(class_record) = catalog::class_record_write(&**log, &rec)? {
-            out.facts.push(Fact { class_record, ..Fact::new(FactKind::ClassWrite, &rec) });
+        if let Some(class_record) = catalog::class_record_write(&**log, rec)? {
+            out.facts.push(Fact { class_record, ..Fact::new(FactKind::ClassWrite, rec) });
         }
-        let undone = |lo: Lsa| Fact { lo: (!lo.is_null()).then_some(lo), ..Fact::new(FactKind::Undone, &rec) };
+        let undone = |lo: Lsa| Fact { lo: (!lo.is_null()).then_some(lo), ..Fact::new(FactKind::Undone, rec) };
         match rec.rectype {
             LOG_SUPPLEMENTAL_INFO => {
                 out.supplemental_records += 1;
                 if rec.supplement_type() == Some(supplemental::TRAN_USER) {
-                    if let Supplement::TranUser(user) = extractor.supplement(&**log, &rec)? {
-                        out.facts.push(Fact { user: Some(user), ..Fact::new(FactKind::User, &rec) });
+                    if let Supplement::TranUser(user) = extractor.supplement(&**log, rec)? {
+                        out.facts.push(Fact { user: Some(user), ..Fact::new(FactKind::User, rec) });
                     }
                 }
             }
@@ -179,13 +180,13 @@ pub fn range_facts(
             },
             LOG_COMMIT | LOG_ABORT => {
                 let kind = if rec.rectype == LOG_COMMIT { FactKind::Commit } else { FactKind::Abort };
-                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(kind, &rec) });
+                out.facts.push(Fact { time: rec.at_time(), ..Fact::new(kind, rec) });
                 mvcc.remove(&rec.trid);
                 seen.remove(&rec.trid);
             }
             _ => {
                 if rec.is_mvcc_dml() && mvcc.insert(rec.trid) {
-                    out.facts.push(Fact::new(FactKind::MvccDml, &rec));
+                    out.facts.push(Fact::new(FactKind::MvccDml, rec));
                 }
             }
         }
@@ -240,8 +241,9 @@ pub struct RangeCatalog {
     /// Transactions begun in the range that a start of another under the same trid cut short
     /// there (before an end record).
     restarted: u64,
-    /// The trids whose transaction is open at the range's end, as far as the range shows.
-    open_at_end: Vec<i32>,
+    /// The transactions open at the range's end, as far as the range shows: each trid with
+    /// the first record of its transaction in the range.
+    open_at_end: Vec<(i32, Lsa)>,
 }
 
 /// A transaction open at a range's start: its first record in the range, and its first start
@@ -277,7 +279,7 @@ pub fn restarted(ranges: &[RangeCatalog], window: std::ops::Range<usize>) -> u64
         for t in crossing.iter().chain(r.heads.iter().map(|h| &h.trid)) {
             open.remove(t);
         }
-        open.extend(r.open_at_end.iter().copied());
+        open.extend(r.open_at_end.iter().map(|&(trid, _)| trid));
     }
     n
 }
@@ -322,6 +324,35 @@ pub fn begun_before(ranges: &[RangeCatalog]) -> Vec<(i32, Lsa, Option<Fate>)> {
     out
 }
 
+/// The transactions open at the end of the last of `ranges` (the reductions of consecutive
+/// ranges, in log order), each trid with the first record of its transaction in them, oldest
+/// first: what a one-pass reader over the same records holds open at its end (and so where
+/// its cursor restarts).
+pub fn open_at_end(ranges: &[RangeCatalog]) -> Vec<(i32, Lsa)> {
+    let mut open: rustc_hash::FxHashMap<i32, Lsa> = Default::default();
+    for r in ranges {
+        let crossing: rustc_hash::FxHashMap<i32, &Crossing> = r.crossing.iter().map(|c| (c.trid, c)).collect();
+        let marked: rustc_hash::FxHashSet<i32> =
+            r.heads.iter().filter(|h| h.marker.is_some()).map(|h| h.trid).collect();
+        // Open before the range and not seen in it: still open, begun where it began.
+        let mut next: rustc_hash::FxHashMap<i32, Lsa> = open
+            .iter()
+            .filter(|(t, _)| !crossing.contains_key(t) && !marked.contains(t))
+            .map(|(&t, &first)| (t, first))
+            .collect();
+        for &(trid, here) in &r.open_at_end {
+            // Crossing the range's start and not ended in it: the transaction open before.
+            let continuing = crossing.get(&trid).is_some_and(|c| c.end.is_none());
+            let first = if continuing { open.get(&trid).copied().unwrap_or(here) } else { here };
+            next.insert(trid, first);
+        }
+        open = next;
+    }
+    let mut out: Vec<(i32, Lsa)> = open.into_iter().collect();
+    out.sort_by_key(|&(trid, first)| (first, trid));
+    out
+}
+
 /// A trid's class-tracker writes `(lsa, class_record)` in a range before its first start or
 /// end record there (`marker`: its LSA and whether it starts a transaction; None: the trid
 /// has none in the range).
@@ -332,9 +363,9 @@ struct Head {
     marker: Option<(Lsa, bool)>,
 }
 
-/// A range's catalog facts as bytes (version 2: with the transactions crossing its start and
-/// what its walk skipped).
-const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 2, what: "a walcdc range catalog" };
+/// A range's catalog facts as bytes (version 3: with the transactions crossing its start, what
+/// its walk skipped, and where the transactions open at its end begin in it).
+const RANGE_CATALOG_BYTES: Framed = Framed { magic: b"WALCDCRC", version: 3, what: "a walcdc range catalog" };
 
 /// The inputs of an instance ending at `marker` (None: still open) with these writes.
 fn instance_inputs(trid: i32, writes: &[(Lsa, bool)], marker: Option<(Lsa, bool)>, out: &mut Vec<CatalogInput>) {
@@ -362,13 +393,13 @@ impl RangeCatalog {
         let mut here = rustc_hash::FxHashSet::default();
         let mut undecided: rustc_hash::FxHashMap<i32, usize> = Default::default();
         // Trids whose transaction is open here (begun here, or seen crossing the start).
-        let mut open_here = std::collections::BTreeSet::new();
+        let mut open_here = BTreeMap::new();
         for f in &facts.facts {
             match f.kind {
                 FactKind::First if here.insert(f.trid) => {
                     undecided.insert(f.trid, out.crossing.len());
                     out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end: None });
-                    open_here.insert(f.trid);
+                    open_here.insert(f.trid, f.lsa);
                 }
                 FactKind::Start | FactKind::Commit | FactKind::Abort => {
                     let end = Some((f.lsa, f.kind as i8));
@@ -376,12 +407,12 @@ impl RangeCatalog {
                         out.crossing[i].end = end;
                     } else if f.kind != FactKind::Start && !here.contains(&f.trid) {
                         out.crossing.push(Crossing { trid: f.trid, first: f.lsa, end });
-                    } else if f.kind == FactKind::Start && open_here.contains(&f.trid) {
+                    } else if f.kind == FactKind::Start && open_here.contains_key(&f.trid) {
                         out.restarted += 1;
                     }
                     here.insert(f.trid);
                     if f.kind == FactKind::Start {
-                        open_here.insert(f.trid);
+                        open_here.insert(f.trid, f.lsa);
                     } else {
                         open_here.remove(&f.trid);
                     }
@@ -645,14 +676,14 @@ impl CatalogAsOf {
         CatalogAsOf { versions, user, start, catalog, next: 0, user_added: false, generation: 0 }
     }
 
-    fn add_user(&mut self) {
-        for (oid, name, repid, columns) in self.user.iter().cloned() {
-            if self.catalog.get(oid).is_none() {
-                self.catalog.add_columns(oid, &name, repid, columns);
+    /// The user-given schemas of tables the catalog does not define (the log's own class
+    /// records take precedence).
+    fn add_user_to(catalog: &mut Catalog, user: &[UserSchema]) {
+        for (oid, name, repid, columns) in user.iter().cloned() {
+            if catalog.get(oid).is_none() {
+                catalog.add_columns(oid, &name, repid, columns);
             }
         }
-        self.user_added = true;
-        self.generation += 1;
     }
 
     /// As [`CatalogAsOf::at`], but only a catalog that differs from the one the last call
@@ -666,26 +697,32 @@ impl CatalogAsOf {
     /// The catalog with the changes committed before `lsa` (`inclusive`: at or before it).
     pub fn at(&mut self, lsa: Lsa, inclusive: bool) -> &Catalog {
         let within = |c: Lsa| if inclusive { c <= lsa } else { c < lsa };
-        let versions = self.versions.clone();
+        // Borrowed apart: the versions are shared by every range's reader, and cloning their
+        // `Arc` on each record would bounce its count between the readers' cores.
+        let CatalogAsOf { versions, user, start, catalog, next, user_added, generation } = self;
         let commits = &versions.commits;
-        if self.next > 0 && !within(commits[self.next - 1].0) {
-            self.catalog = versions.base.clone();
-            self.next = 0;
-            self.user_added = false;
-            self.generation += 1;
+        if *next > 0 && !within(commits[*next - 1].0) {
+            *catalog = versions.base.clone();
+            *next = 0;
+            *user_added = false;
+            *generation += 1;
         }
-        while let Some((c, changes)) = commits.get(self.next).filter(|(c, _)| within(*c)) {
-            if !self.user_added && self.start.is_none_or(|s| *c >= s) {
-                self.add_user();
+        while let Some((c, changes)) = commits.get(*next).filter(|(c, _)| within(*c)) {
+            if !*user_added && start.is_none_or(|s| *c >= s) {
+                Self::add_user_to(catalog, user);
+                *user_added = true;
+                *generation += 1;
             }
             for change in changes {
-                self.catalog.apply(change.clone());
+                catalog.apply(change.clone());
             }
-            self.next += 1;
-            self.generation += 1;
+            *next += 1;
+            *generation += 1;
         }
-        if !self.user_added {
-            self.add_user();
+        if !*user_added {
+            Self::add_user_to(catalog, user);
+            *user_added = true;
+            *generation += 1;
         }
         &self.catalog
     }
@@ -770,6 +807,33 @@ mod tests {
         assert!(begun_before(&[]).is_empty());
         // The transaction 3 seen open in the first range, restarted in the second.
         assert_eq!(restarted(&ranges, 0..3), 1);
+    }
+
+    #[test]
+    fn the_transactions_open_at_the_end_begin_where_one_pass_first_sees_them() {
+        use FactKind::*;
+        let l = |p| Lsa::new(p, 0);
+        let ranges = [
+            // 1 begins before the ranges (first seen at 1); 2 and 3 begin here; 4 ends here.
+            reduce(vec![
+                fact(First, 1, 1),
+                fact(Start, 2, 2),
+                fact(Start, 3, 3),
+                fact(Start, 4, 4),
+                fact(Commit, 4, 5),
+            ]),
+            // 1 goes on; 2 is not seen at all; 3 ends and a new 3 begins; 5 begins.
+            reduce(vec![fact(First, 1, 10), fact(Commit, 3, 11), fact(Start, 3, 12), fact(Start, 5, 13)]),
+            // 5 is restarted (another transaction under its trid); 6 begins and ends.
+            reduce(vec![fact(Start, 5, 20), fact(Start, 6, 21), fact(Abort, 6, 22)]),
+        ];
+        let ranges: Vec<RangeCatalog> =
+            ranges.iter().map(|r| RangeCatalog::from_bytes(&r.to_bytes()).unwrap()).collect();
+        assert_eq!(open_at_end(&ranges), vec![(1, l(1)), (2, l(2)), (3, l(12)), (5, l(20))]);
+        assert_eq!(open_at_end(&ranges[..1]), vec![(1, l(1)), (2, l(2)), (3, l(3))]);
+        // From the second range on, 1 is first seen there.
+        assert_eq!(open_at_end(&ranges[1..]), vec![(1, l(10)), (3, l(12)), (5, l(20))]);
+        assert!(open_at_end(&[]).is_empty());
     }
 
     #[test]

@@ -314,7 +314,7 @@ struct PageWatch {
     below: AtomicI64,
     pages: Mutex<BTreeSet<i64>>,
     /// Records read by random access ([`LogSet::record_at`]): chases, overflow rows, checks.
-    random_reads: AtomicU64,
+    random_reads: PerThreadCount,
 }
 
 impl Default for PageWatch {
@@ -322,8 +322,35 @@ impl Default for PageWatch {
         PageWatch {
             below: AtomicI64::new(i64::MIN),
             pages: Mutex::new(BTreeSet::new()),
-            random_reads: AtomicU64::new(0),
+            random_reads: PerThreadCount::default(),
         }
+    }
+}
+
+/// Slots of a [`PerThreadCount`].
+const COUNT_SLOTS: usize = 16;
+
+/// A counter the threads reading one log set add to at once: each thread adds to a slot of
+/// its own, on a cache line of its own, for one shared counter would move between their cores
+/// on every add (and with it what shares its line, read on every page fetch).
+#[derive(Debug, Default)]
+struct PerThreadCount([CacheLine; COUNT_SLOTS]);
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct CacheLine(AtomicU64);
+
+impl PerThreadCount {
+    fn add_one(&self) {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        thread_local! {
+            static SLOT: usize = (NEXT.fetch_add(1, Ordering::Relaxed) % COUNT_SLOTS as u64) as usize;
+        }
+        SLOT.with(|&slot| self.0[slot].0.fetch_add(1, Ordering::Relaxed));
+    }
+
+    fn total(&self) -> u64 {
+        self.0.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
     }
 }
 
@@ -724,11 +751,11 @@ impl LogSet {
     /// How many records were read by random access so far (a measure of the work chases do
     /// beyond the forward walk; it must stay proportional to the records walked).
     pub fn random_reads(&self) -> u64 {
-        self.watch.random_reads.load(Ordering::Relaxed)
+        self.watch.random_reads.total()
     }
 
     pub(crate) fn count_random_read(&self) {
-        self.watch.random_reads.fetch_add(1, Ordering::Relaxed);
+        self.watch.random_reads.add_one();
     }
 
     /// The pages below the watched page fetched since [`LogSet::watch_below`].
