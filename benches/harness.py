@@ -15,6 +15,8 @@ For each size a log is generated once by benches/workload.py into ``--cache`` (d
   table_typed   read_table_changes("dba.w_00"): one table as typed Arrow structs
   filtered      read_changes(tables="dba.w_03"): one table of twenty, decoded
   engine        read_changes(committed_only=False, decode=False): CUBRID's own stream
+  walk_N, payloads_N, changes_N, typed_N, table_typed_N, engine_N
+                the same with a thread per core (threads=N): the same rows
   spark_1/_N    walcdc.spark.read_changes on local[1] and local[N] (with --spark; with
                 --pin-one the _1 cases run on one CPU, the JVM and its workers with them)
   format_1/_N   spark.read.format("walcdc") with a plan from walcdc.spark.source_plan (timed
@@ -49,8 +51,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 CASES = ["read", "walk", "payloads", "changes", "typed", "table_typed", "filtered", "engine"]
-# The walks with a thread per core (records(threads=N)): the same rows as walk and payloads.
-THREAD_CASES = ["walk_N", "payloads_N"]
+# The cases read with a thread per core (threads=N): the same rows as one thread's.
+THREAD_CASES = ["walk_N", "payloads_N", "changes_N", "typed_N", "table_typed_N", "engine_N"]
 SPARK_CASES = [f"{kind}_{n}" for kind in ("spark", "format", "table", "stream") for n in ("1", "N")]
 # Writers of every table's rows (--cases): typed Parquet by table (extract --by-table), and the
 # mirrors (items: rows written and keys deleted).
@@ -167,20 +169,20 @@ def run_case(case: str, path: str) -> Dict[str, Any]:
 
         t = time.perf_counter()  # imports are not the read
         log = walcdc.open_log(path)
-        if case in ("walk", "payloads"):
-            stream = log.records(payloads=case == "payloads")
-        elif case in THREAD_CASES:
-            stream = log.records(payloads=case == "payloads_N", threads=CORES[case])
-        elif case == "changes":
-            stream = walcdc.read_changes(log, decode=False)
-        elif case == "typed":
-            stream = walcdc.read_changes(log)
-        elif case == "table_typed":
-            stream = walcdc.read_table_changes(log, "dba.w_00")
-        elif case == "filtered":
+        threads = CORES.get(case, 1)
+        kind = case[: -len("_N")] if case in THREAD_CASES else case
+        if kind in ("walk", "payloads"):
+            stream = log.records(payloads=kind == "payloads", threads=threads)
+        elif kind == "changes":
+            stream = walcdc.read_changes(log, decode=False, threads=threads)
+        elif kind == "typed":
+            stream = walcdc.read_changes(log, threads=threads)
+        elif kind == "table_typed":
+            stream = walcdc.read_table_changes(log, "dba.w_00", threads=threads)
+        elif kind == "filtered":
             stream = walcdc.read_changes(log, tables="dba.w_03")
-        elif case == "engine":
-            stream = walcdc.read_changes(log, committed_only=False, decode=False)
+        elif kind == "engine":
+            stream = walcdc.read_changes(log, committed_only=False, decode=False, threads=threads)
         else:
             raise SystemExit(f"unknown case {case!r}")
         items = sum(b.num_rows for b in stream)

@@ -13,7 +13,7 @@ import harness  # noqa: E402
 
 
 def test_a_tiny_run_writes_every_output(tmp_path, capsys):
-    cases = "walk,changes,typed,table_typed,filtered,engine"
+    cases = "walk,changes,typed,table_typed,filtered,engine,changes_N,table_typed_N"
     harness.main(
         ["--sizes", "1MB,2MB", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "out")]
         + ["--cases", cases, "--page-size", "4096"]

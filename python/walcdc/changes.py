@@ -635,8 +635,8 @@ def read_changes(
     theirs; the rows, their order, the cursor, :attr:`ChangeStream.pending` and the state at
     the end are one thread's, and what waits in memory is bounded by the threads and the
     batch size. The cursor, pending transactions and state of such a stream are known once
-    every batch was read. A followed log, a stream going on from a ``state`` and one read
-    with ``threads=1`` are read by one thread.
+    every batch was read. A followed log and a stream going on from a ``state`` are read by
+    one thread.
 
     ``follow=True``: follow a live log (a server still writing it): the stream gives what is
     written, then polls every ``poll_interval`` seconds for more (the header read again, new
@@ -751,7 +751,7 @@ def _open_stream(
         narrow_tables=(narrow or {}).get("tables"),
         narrow_ops=(narrow or {}).get("ops"),
     )
-    if threads > 1 and follow is None and state is None and narrow is None and not by_table:
+    if threads > 1 and follow is None and state is None and narrow is None:
         from walcdc.threaded import ThreadedChanges
 
         native = ThreadedChanges(
@@ -761,6 +761,7 @@ def _open_stream(
             batch_size=int(batch_size),
             split_bytes=split_bytes,
             columns=columns,
+            by_table=by_table,
         )
     else:
         native = log._native.changes(

@@ -679,7 +679,7 @@ def schema(paths, sample, show_all, as_json, storage_options) -> None:
     "--threads",
     type=click.IntRange(min=1),
     help="Read the log with N threads (default: the cores walcdc may use). The output and the "
-    "cursor are the same. --by-table reads with one thread.",
+    "cursor are the same.",
 )
 @_on_encrypted
 @_storage_option
@@ -750,17 +750,18 @@ def extract(
     target = None if by_table else resolve_target(output, fmt, overwrite)
     cursor = _load_cursor(cursor_file, read)
     options = dict(read, cursor=cursor, on_error=on_error, on_encrypted=on_encrypted)
-    if by_table:
-        del options["keys"], options["envelope"]  # refused above
-        _extract_by_table(log, output, cursor_file, progress, overwrite, **options)
-        return
     from walcdc.parallel import default_threads
 
+    threads = threads or default_threads()
+    if by_table:
+        del options["keys"], options["envelope"]  # refused above
+        _extract_by_table(log, output, cursor_file, progress, overwrite, threads=threads, **options)
+        return
     stream = walcdc.read_changes(
         log,
         committed_only=not engine,
         envelope_options=envelope_options,
-        threads=threads or default_threads(),
+        threads=threads,
         **options,
     )
     info = log.header()

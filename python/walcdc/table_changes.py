@@ -100,7 +100,13 @@ def read_table_changes(
 
 @with_read_options("committed_only", "keys")
 def read_changes_by_table(
-    source, *, batch_size: int = 65536, storage_options=None, **kwargs
+    source,
+    *,
+    batch_size: int = 65536,
+    storage_options=None,
+    threads: int = 1,
+    split_bytes=None,
+    **kwargs,
 ) -> TableChangeStream:
     """The committed changes of every table, typed, for writers that keep one dataset per table
     (:func:`walcdc.sinks.tables.write_tables`, ``walcdc extract --by-table``): a
@@ -108,7 +114,8 @@ def read_changes_by_table(
     table batch holds one table's changes decoded with one representation (``repid``),
     ``before`` / ``after`` typed with its columns; a table's next representation (after an
     ALTER) starts new batches. Arguments are those of :func:`walcdc.read_changes` (the committed
-    stream only).
+    stream only); with ``threads``, each range's tables are cut into batches of their own (the
+    rows of each table, and their order, are one thread's).
 
     >>> import walcdc
     >>> s = walcdc.read_changes_by_table(walcdc.samples.sample_path(), tables="t_chg")
@@ -121,7 +128,15 @@ def read_changes_by_table(
             why = "typed output by table reads the committed stream: {} does not apply"
             raise argument_error(arg, why)
     options = {**read_options_of("read_changes_by_table", kwargs), "keys": "id"}
-    stream = _open_stream(log, options, batch_size=batch_size, by_table=True, check_users=True)
+    stream = _open_stream(
+        log,
+        options,
+        batch_size=batch_size,
+        by_table=True,
+        check_users=True,
+        threads=threads,
+        split_bytes=split_bytes,
+    )
     stream.info.update(_run_identity(options))
     stream.representations = _representations(log, options)
     return stream

@@ -79,6 +79,7 @@ class ThreadedChanges:
         batch_size: int,
         split_bytes: Optional[int] = None,
         columns=None,
+        by_table: bool = False,
     ):
         import walcdc._native as native
 
@@ -89,6 +90,7 @@ class ThreadedChanges:
         self._split = split_bytes or split_bytes_for(log.volumes().total_bytes, self._threads)
         self._batch_size = int(batch_size)
         self._columns = columns
+        self._by_table = by_table
         if columns is None:
             self._schema = native.changes_schema()
         else:
@@ -104,6 +106,11 @@ class ThreadedChanges:
 
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return self._iter
+
+    def next_table(self):
+        """The next ``(kind, class_oid, table, repid, batch)`` of a stream by table, or None
+        at the end (as the native stream's ``next_table``)."""
+        return next(self._iter, None)
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         import walcdc._native as native
@@ -123,9 +130,13 @@ class ThreadedChanges:
                 log._native.change_options(**self._given),
                 batch_size=self._batch_size,
                 columns=self._columns,
+                by_table=self._by_table,
             )
-            for b in self._end:
-                yield pa.record_batch(b)
+            if self._by_table:
+                yield from iter(self._end.next_table, None)
+            else:
+                for b in self._end:
+                    yield pa.record_batch(b)
             self._stats = dict(self._end.stats())
             self._walk = (self._end.skipped(), self._end.unplaced(), self._end.beyond_end())
             return
@@ -136,7 +147,7 @@ class ThreadedChanges:
         options = log._native.change_options(**kwargs)
         # The tasks hold no reference to this object: the threads reading them keep what they
         # hold alive, and a stream dropped half way must be collectable to stop them.
-        columns, batch_size = self._columns, self._batch_size
+        columns, batch_size, by_table = self._columns, self._batch_size, self._by_table
 
         def read(s, e):
             holds = first_skipped is not None and (s is None or s <= first_skipped)
@@ -152,9 +163,13 @@ class ThreadedChanges:
                 skip_events=offset if holds else 0,
                 columns=columns,
                 batch_size=batch_size,
+                by_table=by_table,
             )
-            for b in reader:
-                yield pa.record_batch(b)
+            if by_table:
+                yield from iter(reader.next_table, None)
+            else:
+                for b in reader:
+                    yield pa.record_batch(b)
             yield _RangeEnd(reader)
 
         ends: List[_RangeEnd] = []
@@ -204,15 +219,18 @@ class ThreadedChanges:
         cursor = (db_creation, restart, last_commit, 0, position, engine)
         tail = {**kwargs, "start": None, "cursor": cursor, "checkpoint": checkpoint}
         self._end = log._native.changes(
-            log._native.change_options(**tail), batch_size=self._batch_size, columns=self._columns
+            log._native.change_options(**tail),
+            batch_size=self._batch_size,
+            columns=self._columns,
+            by_table=self._by_table,
         )
         # Whether the log was written with supplemental logging is decided over the window
         # (and a reader state carries it): the tail's own part would not say.
         self._end.set_supplemental_records(catalog.supplemental)
-        for b in self._end:
+        for b in iter(self._end.next_table, None) if self._by_table else self._end:
             raise RuntimeError(
                 f"walcdc: the tail read for the stream's end state emitted events "
-                f"({pa.record_batch(b).num_rows} at least) that the ranges had not"
+                f"({b!r} first) that the ranges had not"
             )
         self._end.set_supplemental_records(catalog.supplemental)
         tail_stats = dict(self._end.stats())

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::arrow::parallel_arrow::facts_batch;
-use walcdc_core::arrow::typed_arrow::TableChangesBuilder;
+use walcdc_core::arrow::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::cdc::catalog::CatalogCheckpoint;
 use walcdc_core::cdc::changes::{ChangeReader, RangeSpec};
 use walcdc_core::cdc::options::ChangeOptions;
@@ -256,12 +256,13 @@ fn finishing(
 /// `walcdc_core::cdc::changes::ChangeReader::for_range`): in the committed stream those of the
 /// transactions that commit in it, in CUBRID's the changes and markers that lie in it. Batches of
 /// `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
-/// typed changes. What an earlier run emitted (when the options hold no cursor): the commits
+/// typed changes; with `by_table`, every table's typed changes (`ChangeBatches.next_table`).
+/// What an earlier run emitted (when the options hold no cursor): the commits
 /// up to `skip_commits_upto`, the markers before `skip_before`, and `skip_events` events of
 /// the first transaction committed after `skip_commits_upto` (for the range holding it).
 #[pyfunction]
 #[pyo3(signature = (log, options, versions, start=None, end=None, skip_commits_upto=None, skip_before=None,
-    skip_events=0, columns=None, batch_size=65536))]
+    skip_events=0, columns=None, batch_size=65536, by_table=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn range_changes(
     py: Python<'_>,
@@ -275,9 +276,19 @@ pub(crate) fn range_changes(
     skip_events: u32,
     columns: Option<Bound<'_, PyList>>,
     batch_size: usize,
+    by_table: bool,
 ) -> PyResult<ChangeBatches> {
     let versions = versions_from(py, versions)?;
-    let (opts, builder) = finishing(&log, &options, columns.as_ref())?;
+    let (mut opts, builder) = finishing(&log, &options, columns.as_ref())?;
+    let batch_size = batch_size.max(1);
+    if by_table && !opts.committed_only {
+        let msg = "typed output by table reads the committed stream (committed_only=True)".into();
+        return Err(to_py(py, walcdc_core::error::LogError::InvalidArgument { msg }));
+    }
+    let splitter = by_table.then(|| {
+        opts.values = true;
+        TableSplitter::new(log.inner.clone(), opts.mode, batch_size)
+    });
     let range = RangeSpec {
         start: key_to_lsa(start),
         end: key_to_lsa(end),
@@ -288,7 +299,7 @@ pub(crate) fn range_changes(
     };
     let set = log.inner.clone();
     let reader = py.detach(|| ChangeReader::for_range(set, opts, range)).map_err(|e| to_py(py, e))?;
-    Ok(ChangeBatches { reader, builder, splitter: None, batch_size: batch_size.max(1) })
+    Ok(ChangeBatches { reader, builder, splitter, batch_size })
 }
 
 /// The error a change stream raises when the log holds no supplemental records.
