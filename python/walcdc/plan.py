@@ -24,6 +24,7 @@ __all__ = [
     "reduced_here",
     "resolved",
     "warn_left_out",
+    "window_of",
 ]
 
 
@@ -104,6 +105,18 @@ def catalog_ranges(log: LogSet, kwargs: dict, seed, split_bytes: int, whole: boo
     return cut(cut(ranges, start_key), end_key)
 
 
+def window_of(ranges, start: Optional[int], end: Optional[int]) -> Tuple[int, int]:
+    """The window ``[start, end)`` among ``ranges`` (cut at its edges by
+    :func:`catalog_ranges`): ``ranges[first:last]``."""
+    inside = [
+        (start is None or (s is not None and s >= start)) and (end is None or s is None or s < end)
+        for s, _ in ranges
+    ]
+    # The window's ranges are consecutive.
+    first = inside.index(True) if any(inside) else len(ranges)
+    return first, first + sum(inside)
+
+
 def reduced_here(log: LogSet, ranges, kwargs: dict, threads: int = 1):
     """Each range's ``(RangeCatalog bytes, supplemental records)``, in order, read in this
     process by ``threads`` threads (the native reduction releases the GIL)."""
@@ -144,22 +157,14 @@ def catalog_of(log: LogSet, kwargs: dict, seed, ranges, reduced) -> Catalog:
     range decoded once)."""
     import walcdc._native as native
 
-    start_key, end_key = kwargs["start"], kwargs["end"]
     seed_trids = native.checkpoint_info(seed)[1] if seed is not None else []
     inputs = native.catalog_inputs_of([c for c, _ in reduced], seed_trids)
     versions, _ = native.catalog_versions(log._native, inputs, seed)
-    inside = [
-        (start_key is None or (s is not None and s >= start_key))
-        and (end_key is None or s is None or s < end_key)
-        for s, _ in ranges
-    ]
-    # The window's ranges are consecutive: [first, last).
-    first = inside.index(True) if any(inside) else len(ranges)
-    last = first + sum(inside)
+    first, last = window_of(ranges, kwargs["start"], kwargs["end"])
     from_first = seed is None and bool(ranges) and ranges[0][0] is None
     begun, walk, restarted = native.left_out([c for c, _ in reduced], first, last, from_first)
     left = {"begun": begun, "walk": walk, "restarted": restarted}
-    supplemental = sum(n for (_, n), yes in zip(reduced, inside) if yes)
+    supplemental = sum(n for _, n in reduced[first:last])
     return Catalog(versions, supplemental, left, inputs, first, last)
 
 
