@@ -64,6 +64,19 @@ def test_threads_read_every_fixture_as_one_thread_does(name, committed_only):
         _assert_same(got, want, f"{name}: {threads} threads, ranges of {pages} pages")
 
 
+def test_a_long_transaction_is_read_back_once_per_range_it_crosses():
+    """CUBRID's stream learns a transaction begun before a range (its user) by reading it
+    back; what one range learned, the next reuses (the chain memo), so tiny ranges over the
+    fixture's 20,000-change transaction read back about as much as one range does, not a
+    range's worth of it per range (without the memo: 330 times as much)."""
+    log = walcdc.open_log(fixture_dir("p4k"))
+    page = _page(log)
+    whole = _read(log, committed_only=False, threads=2, split_bytes=1 << 40)[1].stats
+    tiny = _read(log, committed_only=False, threads=3, split_bytes=8 * page)[1].stats
+    assert whole["events"] == tiny["events"]
+    assert tiny["random_reads"] <= 4 * whole["random_reads"], (tiny, whole)
+
+
 def test_a_log_without_supplemental_records_is_an_error_with_threads():
     log = walcdc.open_log(fixture_dir("nosupp"))
     with pytest.raises(walcdc.NoSupplementalLogError):

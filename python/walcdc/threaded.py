@@ -148,6 +148,8 @@ class ThreadedChanges:
         # The tasks hold no reference to this object: the threads reading them keep what they
         # hold alive, and a stream dropped half way must be collectable to stop them.
         columns, batch_size, by_table = self._columns, self._batch_size, self._by_table
+        # What a range learns reading a transaction back, the ranges after it reuse.
+        memo = native.ChainMemo()
 
         def read(s, e):
             holds = first_skipped is not None and (s is None or s <= first_skipped)
@@ -164,6 +166,7 @@ class ThreadedChanges:
                 columns=columns,
                 batch_size=batch_size,
                 by_table=by_table,
+                chain_memo=memo,
             )
             if by_table:
                 yield from iter(reader.next_table, None)

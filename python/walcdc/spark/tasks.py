@@ -72,6 +72,7 @@ def changes_reader(
         log = volumes.open()
         native_options = log._native.change_options(**options)
         shared = versions.value if hasattr(versions, "value") else versions
+        memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
         for s, e in spans(list(_rows(tasks, "start", "end"))):
             holds = first_skipped is not None and (s is None or s <= first_skipped)
             holds = holds and (e is None or first_skipped < e)
@@ -85,6 +86,7 @@ def changes_reader(
                 skip_before=position,
                 skip_events=offset if holds else 0,
                 columns=typed,
+                chain_memo=memo,
             )
             for b in batches:
                 yield cast_batch(pa.record_batch(b), target)

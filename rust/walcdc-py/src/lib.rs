@@ -69,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parallel::table_changes_schema, m)?)?;
     m.add_function(wrap_pyfunction!(parallel::check_cursor, m)?)?;
     m.add_class::<logset::PyLogSet>()?;
+    m.add_class::<parallel::PyChainMemo>()?;
     m.add_class::<logset::PyChangeOptions>()?;
     m.add_class::<streams::RecordBatches>()?;
     m.add_class::<streams::ChangeBatches>()?;

@@ -10,7 +10,7 @@ use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::arrow::parallel_arrow::facts_batch;
 use walcdc_core::arrow::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::cdc::catalog::CatalogCheckpoint;
-use walcdc_core::cdc::changes::{ChangeReader, RangeSpec};
+use walcdc_core::cdc::changes::{ChainMemo, ChangeReader, RangeSpec};
 use walcdc_core::cdc::options::ChangeOptions;
 use walcdc_core::cdc::parallel::{self, CatalogInput, CatalogVersions, RangeCatalog};
 use walcdc_core::format::lsa::Lsa;
@@ -257,12 +257,13 @@ fn finishing(
 /// transactions that commit in it, in CUBRID's the changes and markers that lie in it. Batches of
 /// `read_changes()`'s schema, or with `columns` (column dicts of `schemas()`) of one table's
 /// typed changes; with `by_table`, every table's typed changes (`ChangeBatches.next_table`).
+/// `chain_memo`: a `ChainMemo` shared by the readers of one stream's ranges.
 /// What an earlier run emitted (when the options hold no cursor): the commits
 /// up to `skip_commits_upto`, the markers before `skip_before`, and `skip_events` events of
 /// the first transaction committed after `skip_commits_upto` (for the range holding it).
 #[pyfunction]
 #[pyo3(signature = (log, options, versions, start=None, end=None, skip_commits_upto=None, skip_before=None,
-    skip_events=0, columns=None, batch_size=65536, by_table=false))]
+    skip_events=0, columns=None, batch_size=65536, by_table=false, chain_memo=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn range_changes(
     py: Python<'_>,
@@ -277,6 +278,7 @@ pub(crate) fn range_changes(
     columns: Option<Bound<'_, PyList>>,
     batch_size: usize,
     by_table: bool,
+    chain_memo: Option<PyRef<'_, PyChainMemo>>,
 ) -> PyResult<ChangeBatches> {
     let versions = versions_from(py, versions)?;
     let (mut opts, builder) = finishing(&log, &options, columns.as_ref())?;
@@ -296,10 +298,26 @@ pub(crate) fn range_changes(
         skip_commits_upto: key_to_lsa(skip_commits_upto),
         skip_before: key_to_lsa(skip_before),
         skip_events,
+        chain_memo: chain_memo.map(|m| m.inner.clone()),
     };
     let set = log.inner.clone();
     let reader = py.detach(|| ChangeReader::for_range(set, opts, range)).map_err(|e| to_py(py, e))?;
     Ok(ChangeBatches { reader, builder, splitter, batch_size })
+}
+
+/// What the readers of one stream's ranges learn reading transactions back, shared by them
+/// (`walcdc_core::cdc::changes::ChainMemo`): give one to every `range_changes` of a stream.
+#[pyclass(module = "walcdc._native", name = "ChainMemo", frozen)]
+pub(crate) struct PyChainMemo {
+    inner: Arc<ChainMemo>,
+}
+
+#[pymethods]
+impl PyChainMemo {
+    #[new]
+    fn new() -> Self {
+        PyChainMemo { inner: Arc::new(ChainMemo::default()) }
+    }
 }
 
 /// The error a change stream raises when the log holds no supplemental records.

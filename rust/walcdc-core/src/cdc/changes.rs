@@ -152,6 +152,39 @@ pub struct RangeSpec {
     pub skip_commits_upto: Option<Lsa>,
     pub skip_before: Option<Lsa>,
     pub skip_events: u32,
+    /// What the readers of one stream's ranges learned reading transactions back (see
+    /// [`ChainMemo`]); None: each range reads back on its own.
+    pub chain_memo: Option<Arc<ChainMemo>>,
+}
+
+/// What CUBRID's stream, read by ranges, learns of a transaction begun before a range by
+/// reading its chain back: its first TRAN_USER record from the stream's start on, and whether
+/// it began before the log set. Kept by the chain record it was read back from, for the
+/// ranges after: a long transaction is then read back over the range before each range it
+/// reaches, not from its beginning in every one. Shared by the readers of one stream's
+/// ranges (the same start and log set); bounded.
+#[derive(Debug, Default)]
+pub struct ChainMemo(std::sync::Mutex<rustc_hash::FxHashMap<(i32, Lsa), Learned>>);
+
+/// What reading a transaction back from a record taught: its first TRAN_USER record, and
+/// whether it began before the log set.
+type Learned = (Option<Lsa>, bool);
+
+/// Entries a [`ChainMemo`] keeps (it starts again empty past them).
+const CHAIN_MEMO_ENTRIES: usize = 1 << 16;
+
+impl ChainMemo {
+    fn get(&self, trid: i32, at: Lsa) -> Option<Learned> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(&(trid, at)).copied()
+    }
+
+    fn put(&self, trid: i32, at: Lsa, learned: Learned) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= CHAIN_MEMO_ENTRIES {
+            map.clear();
+        }
+        map.insert((trid, at), learned);
+    }
 }
 
 /// What a range's reader has instead of the catalog learned as the walk goes.
@@ -168,6 +201,7 @@ struct RangeRead {
     /// The stream's first record: the chase never reads before it (the one-pass reader
     /// started there never saw those records either).
     floor: Lsa,
+    chain_memo: Option<Arc<ChainMemo>>,
 }
 
 /// A committed transaction being emitted: spilled events first, then those in memory.
@@ -383,6 +417,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             user: opts.user_schemas.clone(),
             start: opts.start,
             floor,
+            chain_memo: range.chain_memo,
         };
         Self::assemble(log, opts, walker, state, skip_events, Some(range))
     }
@@ -1140,7 +1175,15 @@ impl<S: LogSource + 'static> ChangeReader<S> {
     /// Transaction `trid`'s records from `from` back along its chain of `prev_tranlsa` to its
     /// first one or the stream's start, newest first (each handed to `visit`), and whether it
     /// began before the log set's oldest volume. Reads only those records; checks every link.
-    fn chain_back(&self, trid: i32, from: Lsa, mut visit: impl FnMut(&Record)) -> Result<(Vec<Lsa>, bool)> {
+    /// The walk stops before a record whose earlier part `known` says is known (that record
+    /// is returned; the partial flag is then the caller's to learn).
+    fn chain_back(
+        &self,
+        trid: i32,
+        from: Lsa,
+        mut visit: impl FnMut(&Record),
+        mut known: impl FnMut(Lsa) -> bool,
+    ) -> Result<(Vec<Lsa>, bool, Option<Lsa>)> {
         let floor = self.range.as_ref().map_or(Lsa::NULL, |r| r.floor);
         let oldest = Lsa::new(self.log.first_pageid(), 0);
         let corrupt = |log: &dyn LogSource, at: Lsa, msg: String| LogError::corrupt(&log.set_name(), at, msg);
@@ -1148,6 +1191,9 @@ impl<S: LogSource + 'static> ChangeReader<S> {
         let mut at = from;
         let mut partial = false;
         loop {
+            if known(at) {
+                return Ok((chain, partial, Some(at)));
+            }
             let rec = self.log.record_at(at)?;
             if rec.trid != trid || matches!(rec.rectype, LOG_COMMIT | LOG_ABORT) {
                 return Err(corrupt(
@@ -1177,7 +1223,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             }
             at = prev;
         }
-        Ok((chain, partial))
+        Ok((chain, partial, None))
     }
 
     /// CUBRID's stream read by range: what a transaction begun before the range needs from
@@ -1186,12 +1232,29 @@ impl<S: LogSource + 'static> ChangeReader<S> {
     /// it is partial. Its events there were the earlier ranges' to emit.
     fn learn_earlier(&mut self, trid: i32) -> Result<()> {
         let Some(from) = self.txns.get_mut(&trid).and_then(|t| t.earlier.take()) else { return Ok(()) };
+        let memo = self.range.as_ref().and_then(|r| r.chain_memo.clone());
         let mut first_user = None;
-        let (_, partial) = self.chain_back(trid, from, |r| {
-            if r.supplement_type() == Some(supplemental::TRAN_USER) {
-                first_user = Some(r.lsa); // read newest first: the last one seen is the first
-            }
-        })?;
+        let mut earlier = None;
+        let (_, mut partial, stopped) = self.chain_back(
+            trid,
+            from,
+            |r| {
+                if r.supplement_type() == Some(supplemental::TRAN_USER) {
+                    first_user = Some(r.lsa); // read newest first: the last one seen is the first
+                }
+            },
+            |at| {
+                earlier = memo.as_ref().and_then(|m| m.get(trid, at));
+                earlier.is_some()
+            },
+        )?;
+        if let (Some(_), Some((user_at, was_partial))) = (stopped, earlier) {
+            first_user = user_at.or(first_user);
+            partial = was_partial;
+        }
+        if let Some(m) = &memo {
+            m.put(trid, from, (first_user, partial));
+        }
         let user = match first_user {
             Some(at) => match self.extractor.supplement(&*self.log, &self.log.record_at(at)?)? {
                 Supplement::TranUser(u) => Some(Arc::from(u.as_str())),
@@ -1212,7 +1275,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
     /// made into the transaction they are, in log order, as the one-pass reader makes them
     /// (with the catalog as of each record). Reads only those records.
     fn read_earlier(&mut self, trid: i32, from: Lsa) -> Result<Txn> {
-        let (chain, partial) = self.chain_back(trid, from, |_| {})?;
+        let (chain, partial, _) = self.chain_back(trid, from, |_| {}, |_| false)?;
         let first = *chain.last().expect("the chain holds `from`");
         let walk_catalog = std::mem::take(&mut self.catalog);
         self.txns.insert(trid, Txn { partial, ..Txn::new(first) });
