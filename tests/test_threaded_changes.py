@@ -67,8 +67,9 @@ def test_threads_read_every_fixture_as_one_thread_does(name, committed_only):
 def test_a_long_transaction_is_read_back_once_per_range_it_crosses():
     """CUBRID's stream learns a transaction begun before a range (its user) by reading it
     back; what one range learned, the next reuses (the chain memo), so tiny ranges over the
-    fixture's 20,000-change transaction read back about as much as one range does, not a
-    range's worth of it per range (without the memo: 330 times as much)."""
+    fixture's huge transaction (50,000 inserts and 2,000 updates across two archives) read
+    back about as much as one range does, not all of it again in every range (without the
+    memo: 330 times as much)."""
     log = walcdc.open_log(fixture_dir("p4k"))
     page = _page(log)
     whole = _read(log, committed_only=False, threads=2, split_bytes=1 << 40)[1].stats
