@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::arrow::records_arrow::RecordsBuilder;
-use walcdc_core::arrow::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::cdc::catalog::CatalogCheckpoint;
 use walcdc_core::cdc::changes::ChangeReader;
 use walcdc_core::cdc::options::{ChangeOptions, Narrowing};
@@ -20,10 +18,9 @@ use walcdc_core::log::walker::Walker;
 
 use crate::conversion::{
     class_dict, end_dict, header_dict, key_to_lsa, parse_ops, parse_option, record_dict, set_read_options,
-    table_columns,
 };
 use crate::error::to_py;
-use crate::streams::{ChangeBatches, PyReaderState, RecordBatches};
+use crate::streams::{finishing, ChangeBatches, PyReaderState, RecordBatches};
 use walcdc_core::log::payload::ReadPayloads;
 use walcdc_core::log::record::ReadRecords;
 
@@ -189,23 +186,8 @@ impl PyLogSet {
         columns: Option<Bound<'_, PyList>>,
         by_table: bool,
     ) -> PyResult<ChangeBatches> {
-        let mut opts = options.inner.clone();
         let batch_size = batch_size.max(1);
-        if by_table && !opts.committed_only {
-            let msg = "typed output by table reads the committed stream (committed_only=True)".into();
-            return Err(to_py(py, walcdc_core::error::LogError::InvalidArgument { msg }));
-        }
-        let splitter = by_table.then(|| {
-            opts.values = true;
-            TableSplitter::new(self.inner.clone(), opts.mode, batch_size)
-        });
-        let builder: Box<dyn EventBatchBuilder> = match &columns {
-            Some(cols) => {
-                opts.values = true;
-                Box::new(TableChangesBuilder::new(&*self.inner, table_columns(cols)?, opts.mode))
-            }
-            None => Box::new(ChangesBuilder::new(&*self.inner)),
-        };
+        let (opts, builder, splitter) = finishing(py, self, &options, columns.as_ref(), by_table, batch_size)?;
         let log = self.inner.clone();
         let state = state.map(|s| s.inner.clone());
         let reader = py

@@ -6,12 +6,9 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use walcdc_core::arrow::changes_arrow::{ChangesBuilder, EventBatchBuilder};
 use walcdc_core::arrow::parallel_arrow::facts_batch;
-use walcdc_core::arrow::typed_arrow::{TableChangesBuilder, TableSplitter};
 use walcdc_core::cdc::catalog::CatalogCheckpoint;
 use walcdc_core::cdc::changes::{ChainMemo, ChangeReader, RangeSpec};
-use walcdc_core::cdc::options::ChangeOptions;
 use walcdc_core::cdc::parallel::{self, CatalogInput, CatalogVersions, RangeCatalog};
 use walcdc_core::format::lsa::Lsa;
 use walcdc_core::log::walker::OnEncrypted;
@@ -20,7 +17,7 @@ use crate::arrow::{Batch, Schema};
 use crate::conversion::{beyond_end_dict, key_to_lsa, parse_option, skipped_list, table_columns};
 use crate::error::to_py;
 use crate::logset::{PyChangeOptions, PyLogSet};
-use crate::streams::ChangeBatches;
+use crate::streams::{finishing, ChangeBatches};
 
 /// The facts of the records in `[start, end)`, one batch.
 #[pyfunction]
@@ -234,24 +231,6 @@ fn versions_from(py: Python<'_>, bytes: &[u8]) -> PyResult<Arc<CatalogVersions>>
     Ok(v)
 }
 
-/// The options and the batch builder that finish events: `read_changes()`'s schema, or with
-/// `columns` (column dicts of `schemas()`) one table's typed changes (which need the values).
-fn finishing(
-    log: &PyLogSet,
-    options: &PyChangeOptions,
-    columns: Option<&Bound<'_, PyList>>,
-) -> PyResult<(ChangeOptions, Box<dyn EventBatchBuilder>)> {
-    let mut opts = options.inner.clone();
-    let builder: Box<dyn EventBatchBuilder> = match columns {
-        Some(cols) => {
-            opts.values = true;
-            Box::new(TableChangesBuilder::new(&*log.inner, table_columns(cols)?, opts.mode))
-        }
-        None => Box::new(ChangesBuilder::new(&*log.inner)),
-    };
-    Ok((opts, builder))
-}
-
 /// The events of `[start, end)`, read in one walk of the range (see
 /// `walcdc_core::cdc::changes::ChangeReader::for_range`): in the committed stream those of the
 /// transactions that commit in it, in CUBRID's the changes and markers that lie in it. Batches of
@@ -281,16 +260,8 @@ pub(crate) fn range_changes(
     chain_memo: Option<PyRef<'_, PyChainMemo>>,
 ) -> PyResult<ChangeBatches> {
     let versions = versions_from(py, versions)?;
-    let (mut opts, builder) = finishing(&log, &options, columns.as_ref())?;
     let batch_size = batch_size.max(1);
-    if by_table && !opts.committed_only {
-        let msg = "typed output by table reads the committed stream (committed_only=True)".into();
-        return Err(to_py(py, walcdc_core::error::LogError::InvalidArgument { msg }));
-    }
-    let splitter = by_table.then(|| {
-        opts.values = true;
-        TableSplitter::new(log.inner.clone(), opts.mode, batch_size)
-    });
+    let (opts, builder, splitter) = finishing(py, &log, &options, columns.as_ref(), by_table, batch_size)?;
     let range = RangeSpec {
         start: key_to_lsa(start),
         end: key_to_lsa(end),

@@ -4,16 +4,20 @@
 use arrow_schema::SchemaRef;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use walcdc_core::arrow::changes_arrow::{next_changes_batch, EventBatchBuilder};
+use walcdc_core::arrow::changes_arrow::{next_changes_batch, ChangesBuilder, EventBatchBuilder};
 use walcdc_core::arrow::records_arrow::{next_batch, RecordsBuilder};
-use walcdc_core::arrow::typed_arrow::{next_table_batch, TableSplitter};
+use walcdc_core::arrow::typed_arrow::{next_table_batch, TableChangesBuilder, TableSplitter};
 use walcdc_core::cdc::changes::{ChangeReader, ReaderState};
+use walcdc_core::cdc::options::ChangeOptions;
 use walcdc_core::format::lsa::Lsa;
 use walcdc_core::log::walker::Walker;
 
 use crate::arrow::{Batch, Schema};
-use crate::conversion::{beyond_end_dict, cursor_tuple, pending_list, skipped_list, stats_dict, CursorTuple};
+use crate::conversion::{
+    beyond_end_dict, cursor_tuple, pending_list, skipped_list, stats_dict, table_columns, CursorTuple,
+};
 use crate::error::to_py;
+use crate::logset::{PyChangeOptions, PyLogSet};
 
 /// Iterates over record batches of a forward walk.
 #[pyclass(module = "walcdc._native")]
@@ -75,6 +79,36 @@ impl RecordBatches {
 
 /// `(kind, class_oid, table, repid, batch)` of a batch by table.
 type TableBatchTuple = (&'static str, Option<u64>, Option<String>, i32, Batch);
+/// What finishes a change stream's events, for a whole log or a range: the options, and the
+/// batch builder of `read_changes()`'s schema, or with `columns` (column dicts of
+/// `schemas()`) of one table's typed changes; with `by_table` (the committed stream only), the
+/// splitter of every table's typed changes. Typed output needs the values decoded.
+pub(crate) fn finishing(
+    py: Python<'_>,
+    log: &PyLogSet,
+    options: &PyChangeOptions,
+    columns: Option<&Bound<'_, PyList>>,
+    by_table: bool,
+    batch_size: usize,
+) -> PyResult<(ChangeOptions, Box<dyn EventBatchBuilder>, Option<TableSplitter>)> {
+    let mut opts = options.inner.clone();
+    if by_table && !opts.committed_only {
+        let msg = "typed output by table reads the committed stream (committed_only=True)".into();
+        return Err(to_py(py, walcdc_core::error::LogError::InvalidArgument { msg }));
+    }
+    let splitter = by_table.then(|| {
+        opts.values = true;
+        TableSplitter::new(log.inner.clone(), opts.mode, batch_size)
+    });
+    let builder: Box<dyn EventBatchBuilder> = match columns {
+        Some(cols) => {
+            opts.values = true;
+            Box::new(TableChangesBuilder::new(&*log.inner, table_columns(cols)?, opts.mode))
+        }
+        None => Box::new(ChangesBuilder::new(&*log.inner)),
+    };
+    Ok((opts, builder, splitter))
+}
 
 /// Iterates over batches of change events.
 #[pyclass(module = "walcdc._native")]
