@@ -235,10 +235,10 @@ class ThreadedChanges:
                 f"walcdc: the tail read for the stream's end state emitted events "
                 f"({b!r} first) that the ranges had not"
             )
+        # Its own read counted the tail's supplemental records again.
         self._end.set_supplemental_records(catalog.supplemental)
-        tail_stats = dict(self._end.stats())
-        for k in ("peak_buffered_bytes",):
-            self._stats[k] = max(self._stats.get(k, 0), tail_stats.get(k, 0))
+        peak = self._end.stats().get("peak_buffered_bytes", 0)
+        self._stats["peak_buffered_bytes"] = max(self._stats.get("peak_buffered_bytes", 0), peak)
 
     def _ended(self):
         if self._end is None:
