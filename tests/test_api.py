@@ -199,6 +199,17 @@ def test_logset_retention_and_schemas(p4k):
     assert {"dba.t_types", "dba.t_new_name", "dba.t_alter"} <= names
 
 
+def test_logset_takes_one_path_as_it_takes_a_list(p4k):
+    """``LogSet("dir")`` is the directory, not one volume path per character of its name."""
+    from pathlib import Path
+
+    directory = fixture_dir("p4k")
+    volumes = [os.fspath(v) for v in walcdc.LogSet([directory]).volumes().paths]
+    for one in (directory, Path(directory), os.fsencode(directory)):
+        assert [os.fspath(v) for v in walcdc.LogSet(one).volumes().paths] == volumes
+    assert walcdc.LogSet(directory).header() == p4k.header()
+
+
 def test_cli_schema():
     r = CliRunner().invoke(main, ["schema", "--sample"])
     assert r.exit_code == 0, r.output

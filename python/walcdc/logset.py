@@ -91,8 +91,14 @@ class LogSet:
     Use :func:`open_log` to make one. Volumes are memory-mapped, never read whole.
     """
 
-    def __init__(self, paths: Sequence[PathLike], storage_options: Optional[Dict[str, Any]] = None):
-        self._paths = [os.fspath(p) for p in paths]
+    def __init__(
+        self,
+        paths: Union[PathLike, Sequence[PathLike]],
+        storage_options: Optional[Dict[str, Any]] = None,
+    ):
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            paths = [paths]  # one directory, volume or URL: not a sequence of its characters
+        self._paths = [os.fsdecode(p) for p in paths]
         self._storage_options = _storage_options(storage_options)
         self._native = _native.LogSet(self._paths, list(self._storage_options.items()) or None)
         #: What the last finished walk of :meth:`records` found: end LSA, end reason, skipped pages.
