@@ -4,6 +4,7 @@ few pages."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -86,6 +87,28 @@ CHANGE_FIXTURES = FIXTURES + ["tde"]
 ORDER = [("commit_lsa", "ascending"), ("txn_seq", "ascending"), ("lsa", "ascending")]
 
 
+@contextlib.contextmanager
+def catalog_reduced(spark, where: str):
+    """Reads in the block reduce their catalog ``where`` (``spark.walcdc.catalog``); each
+    reduction is counted in the list given."""
+    from walcdc.spark import plan
+
+    jobs = []
+    job = plan.reduced_on_spark
+
+    def counted(*args, **kwargs):
+        jobs.append(args)
+        return job(*args, **kwargs)
+
+    spark.conf.set(plan.CATALOG_SETTING, where)
+    plan.reduced_on_spark = counted
+    try:
+        yield jobs
+    finally:
+        plan.reduced_on_spark = job
+        spark.conf.unset(plan.CATALOG_SETTING)
+
+
 def assert_same_changes(spark, name, split_pages=None, **kw) -> pa.Table:
     """``walcdc.spark.read_changes`` equals ``walcdc.read_changes`` on the fixture, every row
     and column (sorted by commit LSA and position in the transaction). Returns the rows.
@@ -104,9 +127,13 @@ def assert_same_changes(spark, name, split_pages=None, **kw) -> pa.Table:
     with warnings.catch_warnings(record=True) as local_said:
         warnings.simplefilter("always")
         want = walcdc.read_changes(log, **kw).read_all()
-    with warnings.catch_warnings(record=True) as spark_said:
+    # Small ranges reduce the catalog in a Spark job, the default ones in this process (a
+    # local session's default): both are compared on every fixture.
+    where = "spark" if split_pages is not None else "auto"
+    with warnings.catch_warnings(record=True) as spark_said, catalog_reduced(spark, where) as jobs:
         warnings.simplefilter("always")
         df = read_changes(spark, d, **split, **kw)
+    assert len(jobs) <= (where == "spark")  # none when kept from an earlier read
     assert _walk_warnings(spark_said) == _walk_warnings(local_said)
     if name == "tde" and kw.get("on_encrypted") == "skip":
         assert _walk_warnings(local_said), "tde's encrypted pages are skipped and said"
@@ -114,6 +141,34 @@ def assert_same_changes(spark, name, split_pages=None, **kw) -> pa.Table:
     assert got.num_rows == want.num_rows
     assert got.sort_by(ORDER).equals(want.sort_by(ORDER))
     return want
+
+
+def test_where_the_catalog_is_reduced(spark):
+    """A local session reduces the catalog in the driver's process by default (no job), a
+    Spark job when told, and refuses other words."""
+    from walcdc.spark import plan, read_changes
+
+    log = walcdc.open_log(fixture_dir("p4k"))
+    split = {"split_bytes": 97 * log.header()["page_size"]}  # ranges no other test reads
+    kept = dict(plan.CATALOGS)
+    try:
+        plan.CATALOGS.clear()
+        with catalog_reduced(spark, "auto") as jobs:
+            here = read_changes(spark, log, **split).toArrow()
+        assert jobs == []
+        assert plan.reducing_threads_here(spark) == 2  # local[2]
+        plan.CATALOGS.clear()
+        with catalog_reduced(spark, "spark") as jobs:
+            there = read_changes(spark, log, **split).toArrow()
+        assert len(jobs) == 1
+        assert here.sort_by(ORDER).equals(there.sort_by(ORDER))
+        with catalog_reduced(spark, "driver"):
+            assert plan.reducing_threads_here(spark) == 2
+        with catalog_reduced(spark, "nowhere"), pytest.raises(walcdc.InvalidArgumentError):
+            read_changes(spark, log, **split)
+    finally:
+        plan.CATALOGS.clear()
+        plan.CATALOGS.update(kept)
 
 
 def _walk_warnings(caught) -> list:

@@ -12,9 +12,9 @@ import sys
 from collections import OrderedDict
 from typing import List, Optional
 
-from walcdc.errors import argument_error
+from walcdc.errors import InvalidArgumentError, argument_error
 from walcdc.logset import LogSet, Volumes
-from walcdc.parallel import clip
+from walcdc.parallel import clip, default_threads
 from walcdc.plan import (
     Catalog,
     catalog_of,
@@ -152,7 +152,8 @@ CATALOGS: OrderedDict[tuple, Catalog] = OrderedDict()
 
 def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split_bytes, whole=None):
     """The catalog versions of a committed read and the supplemental records in its window,
-    from one Spark job: each range reduced where it is read to what the catalog needs
+    from one Spark job (or in this process: :func:`reducing_threads_here`): each range
+    reduced where it is read to what the catalog needs
     (``RangeCatalog``: its DDL transactions' class-record writes, and the writes of the
     transactions open at its edges), joined on the driver in log order. What the driver holds
     is bounded by the DDL and the transactions open at range edges, not by the changes.
@@ -162,16 +163,43 @@ def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split
         whole = kwargs["decode"] and kwargs["keys"] == "name_now"
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
     seed_key = hashlib.sha256(seed).digest() if seed is not None else None
+    threads = reducing_threads_here(spark)
     key = (session_key(spark), volumes.identity(), tuple(ranges), kwargs["on_encrypted"], seed_key)
+    key += (threads > 0,)
     if key in CATALOGS:
         CATALOGS.move_to_end(key)
         return CATALOGS[key]
-    on_spark = reduced_on_spark(spark, volumes, ranges, kwargs)
-    reduced = catalog_of(log, kwargs, seed, ranges, on_spark)
+    if threads:
+        reductions = reduced_here(log, ranges, kwargs, threads)
+    else:
+        reductions = reduced_on_spark(spark, volumes, ranges, kwargs)
+    reduced = catalog_of(log, kwargs, seed, ranges, reductions)
     CATALOGS[key] = reduced
     while len(CATALOGS) > KEPT:
         CATALOGS.popitem(last=False)
     return reduced
+
+
+#: Spark setting: where a read's catalog is reduced. ``auto`` (the default): in this process
+#: when the session runs in local mode, by a Spark job otherwise; ``spark`` or ``driver``.
+CATALOG_SETTING = "spark.walcdc.catalog"
+
+
+def reducing_threads_here(spark) -> int:
+    """Threads to reduce the catalog's ranges with in this process, or 0 for a Spark job. A
+    session in local mode runs its tasks on this machine's cores anyway; reducing here with
+    as many threads as it has task slots is the same walk without a job's start-up (a first
+    job costs seconds: Python workers, JIT), with the bytes the tasks would read."""
+    try:
+        where = spark.conf.get(CATALOG_SETTING, "auto")
+        sc = spark.sparkContext
+    except Exception:  # noqa: BLE001 -- Spark Connect: the cluster is elsewhere
+        return 0
+    if where not in ("auto", "spark", "driver"):
+        raise InvalidArgumentError(f"{CATALOG_SETTING}={where!r}: one of auto, spark, driver")
+    if where == "spark" or (where == "auto" and not sc.master.startswith("local")):
+        return 0
+    return max(1, min(sc.defaultParallelism, default_threads()))
 
 
 def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
@@ -242,9 +270,10 @@ def range_plan_here(
     on_encrypted: str = "raise",
     whole: bool = True,
 ) -> dict:
-    """:func:`range_plan` with its catalog read in this process (each range reduced, then
-    joined), where there is no Spark session (a data source's planner, a streaming
-    micro-batch); ``whole``: the catalog to the end of the log (else to ``end``)."""
+    """:func:`range_plan` with its catalog read in this process (each range reduced, with
+    every core it may use, then joined), where there is no Spark session (a data source's
+    planner, a streaming micro-batch); ``whole``: the catalog to the end of the log (else to
+    ``end``)."""
     kwargs, skip, seed = checked_options(
         log,
         start=start,
@@ -255,7 +284,8 @@ def range_plan_here(
         decode=False,
     )
     ranges = catalog_ranges(log, kwargs, seed, split_bytes, whole)
-    catalog = catalog_of(log, kwargs, seed, ranges, reduced_here(log, ranges, kwargs))
+    reduced = reduced_here(log, ranges, kwargs, default_threads())
+    catalog = catalog_of(log, kwargs, seed, ranges, reduced)
     warn_left_out(catalog.left, kwargs)
     if not catalog.supplemental:
         check_supplemental_logging_here(log, kwargs)
