@@ -30,14 +30,8 @@ pub struct Image {
 }
 
 impl Image {
-    fn from_recdes(payload: &[u8], at: Lsa, log: &dyn LogSource) -> Result<Image> {
-        if payload.len() < 2 {
-            return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
-        }
-        Ok(Image { rec_type: le::i16_at(payload, 0), row: payload[2..].to_vec() })
-    }
-
-    /// As [`Image::from_recdes`], keeping the payload's buffer (no second copy of the row).
+    /// The image a heap record descriptor's payload (`[type][row]`) holds, keeping the
+    /// payload's buffer (no second copy of the row).
     fn from_recdes_vec(mut payload: Vec<u8>, at: Lsa, log: &dyn LogSource) -> Result<Image> {
         if payload.len() < 2 {
             return Err(LogError::corrupt(&log.set_name(), at, "heap image shorter than its 2-byte record type"));
@@ -141,17 +135,22 @@ fn part(log: &dyn LogSource, rec: &Record, side: Side) -> Result<Vec<u8>> {
 
 /// MVCC insert redo images omit the insert id: `[type][W][CHN][body]`. Rebuild the record header
 /// with the log record's MVCCID so that the image is the row as the heap holds it.
-fn rebuild_mvcc_insert(log: &dyn LogSource, rec: &Record, payload: &[u8]) -> Result<Image> {
-    let img = Image::from_recdes(payload, rec.lsa, log)?;
-    if img.rec_type == REC_BIGONE || img.rec_type == REC_ASSIGN_ADDRESS {
-        return Ok(img);
+fn rebuild_mvcc_insert(log: &dyn LogSource, rec: &Record, payload: Vec<u8>) -> Result<Image> {
+    if payload.len() < 2 {
+        return Image::from_recdes_vec(payload, rec.lsa, log); // its error
     }
-    if img.row.len() < 8 {
+    let rec_type = le::i16_at(&payload, 0);
+    if rec_type == REC_BIGONE || rec_type == REC_ASSIGN_ADDRESS {
+        return Image::from_recdes_vec(payload, rec.lsa, log);
+    }
+    // The row is built once, from the payload after its record type: no copy in between.
+    let body = &payload[2..];
+    if body.len() < 8 {
         return Err(LogError::corrupt(&log.set_name(), rec.lsa, "MVCC insert image shorter than its header"));
     }
-    let flags = heap::mvcc_flags(le::be_u32_at(&img.row, 0));
-    let mut row = Vec::with_capacity(img.row.len() + 24);
-    row.extend_from_slice(&img.row[0..8]);
+    let flags = heap::mvcc_flags(le::be_u32_at(body, 0));
+    let mut row = Vec::with_capacity(body.len() + 24);
+    row.extend_from_slice(&body[0..8]);
     if flags & MVCC_FLAG_INSID != 0 {
         row.extend_from_slice(&rec.mvccid().unwrap_or(0).to_be_bytes());
     }
@@ -161,8 +160,8 @@ fn rebuild_mvcc_insert(log: &dyn LogSource, rec: &Record, payload: &[u8]) -> Res
     if flags & MVCC_FLAG_PREV_VERSION != 0 {
         row.extend_from_slice(&[0u8; 8]);
     }
-    row.extend_from_slice(&img.row[8..]);
-    Ok(Image { rec_type: img.rec_type, row })
+    row.extend_from_slice(&body[8..]);
+    Ok(Image { rec_type, row })
 }
 
 /// The image a supplemental record's LSA leads to (§7.3 of the format notes).
@@ -201,7 +200,7 @@ fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
             _ => Err(wrong_kind(log, &rec, side, from)),
         },
         Side::After => match (t, rcv) {
-            (_, Some(RVHF_MVCC_INSERT)) if mvcc_undoredo => rebuild_mvcc_insert(log, &rec, &part(log, &rec, side)?),
+            (_, Some(RVHF_MVCC_INSERT)) if mvcc_undoredo => rebuild_mvcc_insert(log, &rec, part(log, &rec, side)?),
             (_, Some(RVHF_UPDATE_NOTIFY_VACUUM)) if mvcc_undoredo => {
                 Image::from_recdes_vec(part(log, &rec, side)?, at, log)
             }
