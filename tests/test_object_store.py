@@ -434,7 +434,7 @@ def test_a_spark_task_fetches_its_range_and_the_blocks_its_reads_back_need(spark
         return a["number"], (page - a["first_pageid"] + 1) * 4096 // block
 
     for spec in plan["parts"][2:-2]:
-        part = _Part(spec, plan, {}, {}, s3.options())
+        part = _Part([spec], plan, {}, {}, s3.options())
         first, last = spec["start"] >> 16, spec["end"] >> 16
         local._native.watch_below(first)
         want = pa.Table.from_batches(list(_read_range(local, part, target)), target)

@@ -36,15 +36,44 @@ def same(want: pa.Table, df) -> None:
 
 @pytest.mark.parametrize("name", [n for n in CHANGE_FIXTURES if n != "nosupp"])
 def test_the_format_equals_the_local_stream(spark, name):
-    """Planned where the read is planned (the log read once for the cursors), ranges of a few
-    pages: transactions span many partitions."""
+    """Planned where the read is planned, ranges of a few pages, one partition per range:
+    transactions span many partitions; and in the default partitions (runs of ranges)."""
     d = fixture_dir(name)
     log = walcdc.open_log(d)
     split = small_split(log) * 4
+    ranges = len(log.ranges(split))
     want = walcdc.read_changes(log, on_encrypted="skip").read_all()
-    df = load(spark, d, split_bytes=split, on_encrypted="skip")
-    assert df.rdd.getNumPartitions() > 10
+    df = load(spark, d, split_bytes=split, on_encrypted="skip", partitions=10**6)
+    assert df.rdd.getNumPartitions() == ranges > 10
     same(want, df)
+    df = load(spark, d, split_bytes=split, on_encrypted="skip")
+    assert df.rdd.getNumPartitions() < ranges
+    same(want, df)
+
+
+def test_partitions_are_runs_of_ranges(spark):
+    """A plan's ranges are read in ``partitions`` runs of consecutive ranges (the plan's
+    ``tasks`` by default: four per task slot), each range in exactly one run, in order."""
+    import json
+
+    from walcdc.spark import source_plan
+    from walcdc.spark.plan import grouped
+
+    d = fixture_dir("p4k")
+    log = walcdc.open_log(d)
+    plan = json.loads(source_plan(spark, d, split_bytes=small_split(log)))
+    assert plan["tasks"] == 8  # four per slot of local[2]: p4k is more than 64 MiB
+    parts = plan["parts"]
+    for n in (1, 3, 8, len(parts), len(parts) + 5):
+        runs = grouped(parts, n)
+        assert len(runs) == min(n, len(parts))
+        assert [r for run in runs for r in run] == parts
+        assert max(map(len, runs)) - min(map(len, runs)) <= 1
+    assert load(spark, d, plan=json.dumps(plan)).rdd.getNumPartitions() == 8
+    assert load(spark, d, plan=json.dumps(plan), partitions=3).rdd.getNumPartitions() == 3
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(Exception, match="partitions must be a whole number"):
+            load(spark, d, plan=json.dumps(plan), partitions=bad).rdd.getNumPartitions()
 
 
 @pytest.mark.parametrize("name", ["p4k", "breadth", "v11_2"])

@@ -104,8 +104,9 @@ def test_a_streaming_query_stopped_and_restarted_writes_every_event_once(spark, 
 
 def test_a_micro_batch_is_a_plan_of_ranges_read_once(tmp_path):
     """The reader as Spark drives it: from the start to the end of a written log, the
-    micro-batch is one partition per range and gives the local stream's rows; a second
-    micro-batch over what was written next gives the rest."""
+    micro-batch is one partition per range (``partitions`` above the ranges; a log this small
+    is one partition by default) and gives the local stream's rows; a second micro-batch over
+    what was written next gives the rest."""
     import pyarrow as pa
 
     from walcdc.spark_source import WalcdcDataSource, _Part
@@ -114,7 +115,8 @@ def test_a_micro_batch_is_a_plan_of_ranges_read_once(tmp_path):
     w = LogWriter(page_size=4096, active_pages=32, archive_pages=8, stream_to=log)
     work = Workload(w)
     _write(w, work, 30, 0)
-    source = WalcdcDataSource({"path": str(log), "split_bytes": str(SPLIT)})
+    options = {"path": str(log), "split_bytes": str(SPLIT), "partitions": "1000"}
+    source = WalcdcDataSource(options)
     reader = source.streamReader(source.schema())
     rows = []
     start = reader.initialOffset()

@@ -9,15 +9,15 @@ columns)::
     df = spark.read.format("walcdc").load(LOG_DIR)
     df.where("table = 'dba.orders' and op in ('insert', 'update')")
 
-Each partition is one range of the log, read once by the range reader of
-:mod:`walcdc.spark` (``range_changes``): in the committed stream the transactions that commit
-in it, in CUBRID's own the changes and markers that lie in it (what a transaction begun before
-the range needs from its earlier records read back along its chain), with the catalog versions
-of the plan, which comes from the ``plan`` option (:func:`walcdc.spark.source_plan`, its
-catalog read by Spark) or, without it, from each range reduced to its class-record writes
-where Spark plans the read (``docs/design.md``, "The walcdc data source"). Filters on
-``table``, ``op`` and ``user`` are pushed into the tasks (decided before any image is built);
-the rows that pass are the whole stream's, ``txn_seq`` included.
+Each partition is a run of consecutive ranges of the log, each range read once by the range
+reader of :mod:`walcdc.spark` (``range_changes``; a run as one span): in the committed stream
+the transactions that commit in it, in CUBRID's own the changes and markers that lie in it
+(what a transaction begun before the range needs from its earlier records read back along its
+chain), with the catalog versions of the plan, which comes from the ``plan`` option
+(:func:`walcdc.spark.source_plan`, its catalog read by Spark) or, without it, from each range
+reduced to its class-record writes where Spark plans the read (``docs/design.md``, "The walcdc
+data source"). Filters on ``table``, ``op`` and ``user`` are pushed into the tasks (decided
+before any image is built); the rows that pass are the whole stream's, ``txn_seq`` included.
 
 Streaming reads (Structured Streaming over a followed log)::
 
@@ -37,14 +37,15 @@ those of :func:`walcdc.read_changes` (the Spark schema from the one mapping in
 :mod:`walcdc.spark`).
 
 Options (both): the read options of :func:`walcdc.read_changes` as strings
-(:data:`walcdc.options.READ_OPTIONS`: lists comma-separated, ``true`` / ``false``), and
-``split_bytes``. Batch only: ``committed_only``, ``start``, ``end``, ``cursor`` (JSON),
-``on_encrypted``, ``plan``. The log
-directory is the path given to ``load``; every executor must read it at that path. It may be a
-URL of object storage (``s3://bucket/log/``); options named ``storage.<key>`` are its
-``storage_options`` (``.option("storage.aws_region", "eu-west-1")``; credentials best come from
-the executors' environment).
-"""
+(:data:`walcdc.options.READ_OPTIONS`: lists comma-separated, ``true`` / ``false``),
+``split_bytes`` (the log in a range) and ``partitions`` (how many partitions read the ranges:
+by default four per task slot of the session that made the plan, or per core where the read is
+planned; never more than the ranges). Batch only: ``committed_only``, ``start``, ``end``,
+``cursor`` (JSON), ``on_encrypted``, ``plan``. The log directory is the path given to ``load``;
+every executor must read it at that path. It may be a URL of object storage
+(``s3://bucket/log/``); options named ``storage.<key>`` are its ``storage_options``
+(``.option("storage.aws_region", "eu-west-1")``; credentials best come from the executors'
+environment)."""
 
 from __future__ import annotations
 
@@ -132,6 +133,7 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         self.storage = _storage_options(options)
         self.read_options = _read_options(options)
         self.split = _split_bytes(options)
+        self.partition_count = _partitions(options)
         self.schema = schema
         self._last: Dict[str, Any] = self.initialOffset()
 
@@ -179,13 +181,26 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
         plan = range_plan_here(
             log, self.split, cursor=_cursor(start), end=_cursor(end).position, whole=False
         )
-        return [_Part(p, plan, self.read_options, {}, self.storage) for p in plan["parts"]]
+        return _parts(plan, self.read_options, {}, self.storage, self.partition_count)
 
     def read(self, partition: _Part) -> Iterator[pa.RecordBatch]:
         yield from _read_range(partition.open(), partition, _spark_arrow(self.schema))
 
     def commit(self, end: Dict[str, Any]) -> None:
         pass  # nothing to trim: the log is the source of truth
+
+
+def _partitions(options: Dict[str, str]) -> Optional[int]:
+    text = options.get("partitions")
+    if text is None or text == "":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InvalidArgumentError(f"option partitions must be a whole number >= 1, not {text!r}")
+    return n
 
 
 def _split_bytes(options: Dict[str, str]) -> int:
@@ -205,21 +220,20 @@ _PUSHED_COLUMNS = {"table": "tables", "op": "ops", "user": "users"}
 
 
 class _Part(InputPartition):  # type: ignore[misc,valid-type]
-    """One range of the plan: read from ``cursor`` (JSON; or the fields of one whose catalog
-    checkpoint the task rebuilds, ``at``) or ``start``, up to ``end``. It carries what the
-    task needs (Spark pickles the reader before it plans the partitions): the plan's common
-    fields, the read options the pushed filters narrowed, and the storage options (never in
-    the plan's JSON, which may be shown)."""
+    """Consecutive ranges of the plan (``ranges``: its parts, each ``start`` to ``end``), read
+    by one task as spans. It carries what the task needs (Spark pickles the reader before it
+    plans the partitions): the plan's common fields, the read options the pushed filters
+    narrowed, and the storage options (never in the plan's JSON, which may be shown)."""
 
     def __init__(
         self,
-        spec: Dict[str, Any],
+        ranges: List[Dict[str, Any]],
         plan: Dict[str, Any],
         options: Dict[str, Any],
         narrow: Dict[str, Any],
         storage: Dict[str, str],
     ):
-        self.spec = spec
+        self.ranges = ranges
         self.plan = {k: v for k, v in plan.items() if k != "parts"}
         self.options = options
         self.narrow = narrow
@@ -239,6 +253,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         self.storage = _storage_options(options)
         self.read_options = _read_options(options)
         self.committed_only = _bool_option(options, "committed_only", True)
+        self.partition_count = _partitions(options)
         self.schema = schema
         #: Values of ``table``, ``op``, ``user`` the query's filters allow (None: any).
         self.pushed: Dict[str, Optional[List[str]]] = {}
@@ -277,7 +292,7 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         if narrowed is None:
             return []  # the filters select nothing this log holds
         options, narrow = narrowed
-        return [_Part(p, plan, options, narrow, self.storage) for p in plan["parts"]]
+        return _parts(plan, options, narrow, self.storage, self.partition_count)
 
     def _narrowed(self, log, plan: Dict[str, Any]):
         """The read options and the narrowing filters (``walcdc.changes._open_stream``) the
@@ -319,16 +334,29 @@ class _BatchReader(DataSourceReader):  # type: ignore[misc,valid-type]
         yield from _read_range(partition.open(), partition, _spark_arrow(self.schema))
 
 
+def _parts(plan: Dict[str, Any], options, narrow, storage, partitions=None) -> List[_Part]:
+    """The plan's ranges as partitions: runs of consecutive ranges, ``partitions`` of them or
+    as many as the plan says (``tasks``: four per task slot of the session that made it; a plan
+    made where the read is planned, or one without ``tasks``, four per core there)."""
+    from walcdc.parallel import default_threads
+    from walcdc.spark.plan import grouped, task_count
+
+    tasks = partitions or plan.get("tasks") or task_count(len(plan["parts"]), default_threads())
+    return [_Part(run, plan, options, narrow, storage) for run in grouped(plan["parts"], tasks)]
+
+
 def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
-    """One range of a plan, read once by the range reader: in the committed stream the
-    transactions that commit in it, in CUBRID's the changes and markers that lie in it."""
+    """A partition's ranges, each read once by the range reader (adjacent ones as one span):
+    in the committed stream the transactions that commit in them, in CUBRID's the changes and
+    markers that lie in them."""
     import base64
 
     import walcdc._native as native
     from walcdc.changes import _native_options
+    from walcdc.spark.tasks import spans
     from walcdc.spark.types import cast_batch
 
-    plan, spec = partition.plan, partition.spec
+    plan = partition.plan
     options = dict(partition.options)
     options.update(
         start=plan["start"],
@@ -344,23 +372,26 @@ def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
         narrow_ops=narrow.get("ops"),
     )
     last_commit, position, offset, first_skipped = plan.get("skip") or (None, None, 0, None)
-    start, end = spec["start"], spec["end"]
-    holds = first_skipped is not None and (start is None or start <= first_skipped)
-    holds = holds and (end is None or first_skipped < end)
-    batches = native.range_changes(
-        log._native,
-        native_options,
-        base64.b64decode(plan["versions"]),
-        start,
-        end,
-        skip_commits_upto=last_commit,
-        skip_before=position,
-        skip_events=offset if holds else 0,
-    )
-    for batch in batches:
-        batch = pa.record_batch(batch)
-        if batch.num_rows:
-            yield cast_batch(batch, target)
+    versions = base64.b64decode(plan["versions"])
+    memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
+    for start, end in spans([(r["start"], r["end"]) for r in partition.ranges]):
+        holds = first_skipped is not None and (start is None or start <= first_skipped)
+        holds = holds and (end is None or first_skipped < end)
+        batches = native.range_changes(
+            log._native,
+            native_options,
+            versions,
+            start,
+            end,
+            skip_commits_upto=last_commit,
+            skip_before=position,
+            skip_events=offset if holds else 0,
+            chain_memo=memo,
+        )
+        for batch in batches:
+            batch = pa.record_batch(batch)
+            if batch.num_rows:
+                yield cast_batch(batch, target)
 
 
 def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:

@@ -36,6 +36,7 @@ from walcdc.spark import tasks
 from walcdc.spark.facts import check_supplemental_logging, cursors_at, facts_and_plan, facts_run
 from walcdc.spark.plan import (
     DEFAULT_SPLIT_BYTES,
+    _task_count,
     checked_options,
     range_plan,
     ranges_frame,
@@ -232,7 +233,10 @@ def source_plan(
     warn_left_out(catalog.left, kwargs)
     if not catalog.supplemental:
         _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
-    return json.dumps(range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions))
+    ranges = len(clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"]))
+    tasks = _task_count(spark, ranges, 4, volumes.total_bytes)
+    plan = range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions, tasks)
+    return json.dumps(plan)
 
 
 def _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes) -> None:

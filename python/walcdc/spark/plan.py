@@ -49,12 +49,27 @@ def _task_count(spark, ranges: int, per_core: int, log_bytes: Optional[int] = No
     out uneven ranges), at most one per range and, given the log's size, one per
     ``_TASK_BYTES`` of it (below that a task costs more to schedule than it reads)."""
     try:
-        tasks = per_core * spark.sparkContext.defaultParallelism
+        slots = spark.sparkContext.defaultParallelism
     except Exception:  # noqa: BLE001 -- Spark Connect has no SparkContext: its shuffle width
-        tasks = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+        return task_count(ranges, int(spark.conf.get("spark.sql.shuffle.partitions", "200")), 1)
+    return task_count(ranges, slots, per_core, log_bytes)
+
+
+def task_count(ranges: int, slots: int, per_core: int = 4, log_bytes: Optional[int] = None) -> int:
+    """:func:`_task_count` for ``slots`` task slots."""
+    tasks = per_core * slots
     if log_bytes is not None:
         tasks = min(tasks, -(-log_bytes // _TASK_BYTES))
     return max(1, min(ranges, tasks))
+
+
+def grouped(parts: list, tasks: int) -> List[list]:
+    """A plan's ranges (``parts``) in at most ``tasks`` runs of consecutive ranges, as even in
+    number as they divide: a data source partition reads its run as spans (one reader, the
+    transactions crossing from one range to the next not read back), so a partition's fixed
+    cost (a task, opening the volumes, the catalog versions) is paid per run, not per range."""
+    n = max(1, min(len(parts), tasks))
+    return [parts[i * len(parts) // n : (i + 1) * len(parts) // n] for i in range(n)]
 
 
 _TASK_BYTES = 8 << 20
@@ -224,12 +239,17 @@ def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
     return [(bytes(r.catalog), r.supplemental) for r in rows]
 
 
-def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes) -> dict:
+def range_plan(
+    log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes, tasks=None
+) -> dict:
     """A data source plan whose parts are the window's ranges, each read once by the range
     reader (``range_changes``) with the plan's catalog ``versions`` (covering the log to its
-    end, so that any read option fits)."""
+    end, so that any read option fits). ``tasks``: how many partitions to read the ranges in
+    (:func:`grouped`; by default four per core of the process that plans the read)."""
     engine = not kwargs["committed_only"]
     ranges = clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
+    if tasks is None:
+        tasks = task_count(len(ranges), default_threads(), 4, log.volumes().total_bytes)
     plan = plan_dict(
         log, engine, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
     )
@@ -238,6 +258,7 @@ def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions
     if offset and not engine:
         first_skipped = first_commit_after(log, kwargs, last_commit)
     plan.update(
+        tasks=tasks,
         versions=base64.b64encode(versions).decode(),
         start=kwargs["start"],
         skip=None if skip is None else [last_commit, position, offset, first_skipped],
