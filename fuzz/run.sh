@@ -9,15 +9,18 @@
 # Built without a sanitizer (-s none): the decoders are safe Rust, and the fuzzer runs about
 # three times faster. A crash, a timeout (10 s) or an input needing more than 2 GiB stops the
 # target with its input under fuzz/artifacts/<target>/; copy it to fuzz/regressions/<target>/
-# once fixed. Logs go to fuzz/artifacts/logs/<target>.log.
+# once fixed. Logs go to fuzz/artifacts/logs/<target>.log. A timed run (-t) is killed two minutes
+# past its time: libFuzzer's timeout handler allocates inside a signal handler and can
+# deadlock on an input slower than its 10 s (the input is then lost; the log says so).
 set -euo pipefail
 cd "$(dirname "$0")"
 limit=(-max_total_time=60)
+wall=180
 jobs=1
 while getopts "t:n:j:" opt; do
     case $opt in
-        t) limit=(-max_total_time="$OPTARG") ;;
-        n) limit=(-runs="$OPTARG") ;;
+        t) limit=(-max_total_time="$OPTARG") wall=$((OPTARG + 120)) ;;
+        n) limit=(-runs="$OPTARG") wall=0 ;;
         j) jobs=$OPTARG ;;
         *) exit 2 ;;
     esac
@@ -34,13 +37,13 @@ mkdir -p artifacts/logs
 fuzz_one() {
     local t=$1
     mkdir -p "corpus/$t" "seeds/$t" "regressions/$t" "artifacts/$t"
-    if cargo +nightly fuzz run -O -s none "$t" "corpus/$t" "seeds/$t" "regressions/$t" -- \
+    if timeout --signal=KILL "$wall" cargo +nightly fuzz run -O -s none "$t" "corpus/$t" "seeds/$t" "regressions/$t" -- \
         "${limit[@]}" -dict=log.dict -max_len=131072 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="artifacts/$t/" >"artifacts/logs/$t.log" 2>&1; then
         echo "== fuzz $t (${limit[*]}): $(grep -E "^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)" "artifacts/logs/$t.log" | tr '\n' ' ')"
     else
         {
-            echo "fuzz target $t failed; see fuzz/artifacts/logs/$t.log"
+            echo "fuzz target $t failed (or hung past ${wall} s: an input slower than 10 s); see fuzz/artifacts/logs/$t.log"
             grep -E "panicked|ERROR|SUMMARY|Test unit written" "artifacts/logs/$t.log" | head -5 || true
         } >&2
         return 1

@@ -535,14 +535,22 @@ fn decode_set(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String> {
     }
     let mut items = Vec::new();
     if let Some(at) = offsets_at {
+        // Elements lie after the header, offset table and domain, one after the other: an
+        // element that overlaps them or an earlier one is refused, so that every byte is
+        // decoded once per level (offsets pointing back at the collection itself would
+        // otherwise decode it again inside itself, exponentially in the nesting).
+        let mut free_from = pos;
         for i in 0..count {
             let s = be_i32(b, at + 4 * i).unwrap_or(-1);
             let e = be_i32(b, at + 4 * (i + 1)).unwrap_or(-1);
             let bytes = match (usize::try_from(s), usize::try_from(e)) {
-                (Ok(s), Ok(e)) if s <= e && e <= b.len() => &b[s..e],
+                (Ok(s), Ok(e)) if free_from <= s && s <= e && e <= b.len() => {
+                    free_from = e;
+                    &b[s..e]
+                }
                 _ => {
                     items.push(Value::Unknown {
-                        reason: format!("element {i}: offsets {s}..{e} outside the collection"),
+                        reason: format!("element {i}: offsets {s}..{e} outside the collection's free bytes"),
                     });
                     continue;
                 }
@@ -951,9 +959,29 @@ mod tests {
             decode_value(&seq, &bad, 0),
             Value::Collection {
                 kind: 8,
-                items: vec![Value::Unknown { reason: "element 0: offsets 16..153 outside the collection".into() }]
+                items: vec![Value::Unknown {
+                    reason: "element 0: offsets 16..153 outside the collection's free bytes".into()
+                }]
             }
         );
+        // Offsets pointing back (at the header, or at an earlier element) are refused: a
+        // collection whose elements are itself would otherwise be decoded again inside itself,
+        // twice per level for two such elements (2^64 values at the nesting limit).
+        let unknown = |v: &Value| matches!(v, Value::Unknown { .. });
+        let items = |v: Value| match v {
+            Value::Collection { items, .. } => items,
+            v => panic!("not a collection: {v:?}"),
+        };
+        let mut again = set.clone();
+        again[16..24].copy_from_slice(&hex("0000002000000028")); // element 2 = element 0's bytes
+        let got = items(decode_value(&d, &again, 0));
+        assert_eq!(got[0], Value::Int(4));
+        assert!(unknown(&got[1]) && unknown(&got[2]), "{got:?}");
+        let mut header = set.clone();
+        header[8..12].copy_from_slice(&hex("00000000")); // element 0 starts at the header
+        let got = items(decode_value(&d, &header, 0));
+        assert!(unknown(&got[0]), "{got:?}");
+        assert_eq!(got[1..], [Value::Int(6), Value::Int(12)]);
 
         // JSON: {"a":1,"b":[true,null,"xy"],"c":2.5,"d":-5000000000,"e":4294967295}
         let mut j = Vec::new();
