@@ -174,6 +174,10 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
             }
         };
         let entries: Vec<Option<usize>> = (0..=n_var).map(entry).collect();
+        // The highest start of a column given bytes so far: a start above it is new (the
+        // writers' location order); one at or below it must not be an earlier column's, or a
+        // hostile row would have many columns decode the same bytes (one row's worth each).
+        let mut highest_start = None;
         for j in 0..n_var {
             let (Some(s), Some(e)) = (entries[j], entries[j + 1]) else {
                 slots.push(Slot::Bad(format!("variable column {j}: negative offset")));
@@ -195,7 +199,16 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
                     "variable column {j}: bytes {s}..{e} after the header run past the record end ({} bytes)",
                     record.len()
                 )),
-                Some(e) => Slot::Bytes(h + s..h + e),
+                Some(_)
+                    if highest_start.is_some_and(|m| h + s <= m)
+                        && slots.iter().any(|x| matches!(x, Slot::Bytes(r) if r.start == h + s)) =>
+                {
+                    Slot::Bad(format!("variable column {j}: offset {s} is an earlier column's"))
+                }
+                Some(e) => {
+                    highest_start = highest_start.max(Some(h + s));
+                    Slot::Bytes(h + s..h + e)
+                }
             };
             slots.push(slot);
         }

@@ -690,6 +690,28 @@ mod tests {
     }
 
     #[test]
+    fn row_columns_sharing_bytes_are_refused() {
+        // Offsets [name, end, name, end] for name, note, extra: extra would be name's bytes
+        // again (many such columns: the row decoded many times over); note has no end after
+        // its start.
+        let mut cols = vec![
+            ("id", dom(db_type::INTEGER, 10, 0, 0)),
+            ("created", dom(db_type::DATETIME, 23, 3, 0)),
+            ("price", dom(db_type::NUMERIC, 10, 2, 0)),
+            ("name", dom(db_type::STRING, 20, 0, 5)),
+            ("note", dom(db_type::STRING, 1_073_741_823, 0, 5)),
+        ];
+        cols.push(("extra", dom(db_type::STRING, 20, 0, 5)));
+        let rep = rep(1, &cols);
+        let mut rec = example_record();
+        rec[0x10..0x14].copy_from_slice(&[0x24, 0x2C, 0x24, 0x2C]);
+        let v = decode_row(&rep, &rec).unwrap();
+        assert_eq!(v[3], Value::String { bytes: b"apple".to_vec(), codeset: 5 });
+        assert!(matches!(&v[4], Value::Unknown { .. }), "{:?}", v[4]);
+        assert!(matches!(&v[5], Value::Unknown { reason } if reason.contains("earlier column")), "{:?}", v[5]);
+    }
+
+    #[test]
     fn row_worked_example_lz4_note() {
         let rep = example_rep();
         let mut rec = example_record();
