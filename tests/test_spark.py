@@ -465,28 +465,6 @@ def test_read_table_changes_arguments(spark):
         read_table_changes(spark, d, "no_such_table")
 
 
-def test_pass_three_gives_each_task_its_share_of_ranges_with_one_shuffle(spark):
-    """Pass 3's key sends range i to partition i mod n (hashing the range numbers leaves
-    partitions empty and others doubled), and grouping by (part, i) after repartitioning by
-    part adds no second shuffle."""
-    from pyspark.sql import functions as F
-
-    from walcdc.spark import plan
-
-    parts = 7
-    keys = plan.partition_keys(parts)
-    df = spark.createDataFrame(
-        [(keys[i % parts], i) for i in range(3 * parts)], "part int, i int"
-    ).repartition(parts, "part")
-    got = df.select("i", F.spark_partition_id().alias("p")).collect()
-    assert sorted((r.i, r.p) for r in got) == [(i, i % parts) for i in range(3 * parts)]
-
-    grouped = df.groupBy("part", "i").applyInArrow(lambda t: t, "part int, i int")
-    plan = grouped._jdf.queryExecution().executedPlan().toString()
-    assert plan.count("Exchange") == 1, plan
-    assert grouped.count() == 3 * parts
-
-
 def test_a_transaction_cut_short_by_a_restart_is_said_on_spark(spark, tmp_path):
     # p4k with a record inside the huge transaction claiming to start a new one under its
     # trid (../shared/hostile/p4k_null_prev_tranlsa.json): the same rows as locally, and the

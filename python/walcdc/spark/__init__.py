@@ -85,7 +85,7 @@ def read_records(
     target = spark_arrow_schema(spark, schema)
     use_driver_python(spark)
 
-    read = tasks.records_reader(volumes, payloads, on_encrypted, target)
+    read = tasks.records_reader(volumes, ranges, payloads, on_encrypted, target)
     return ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(read, schema)
 
 
@@ -154,7 +154,9 @@ def _changes_frame(spark, log: LogSet, kwargs: dict, skip, seed, split_bytes: in
     event_ranges = clip(log.ranges(split_bytes), start_key, end_key)
 
     skipped = (last_commit, offset, position)
-    read = tasks.changes_reader(volumes, kwargs, shared, skipped, first_skipped, typed, target)
+    read = tasks.changes_reader(
+        volumes, event_ranges, kwargs, shared, skipped, first_skipped, typed, target
+    )
     return ranges_frame(spark, event_ranges, volumes.total_bytes).mapInArrow(read, result)
 
 

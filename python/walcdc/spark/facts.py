@@ -191,7 +191,7 @@ def facts_frame(spark, volumes: Volumes, ranges, on_encrypted: str):
     schema = spark_schema(pa.schema(native.facts_schema()))
     target = spark_arrow_schema(spark, schema)
 
-    read_facts = tasks.facts_reader(volumes, on_encrypted, target)
+    read_facts = tasks.facts_reader(volumes, ranges, on_encrypted, target)
     return ranges_frame(spark, ranges, volumes.total_bytes).mapInArrow(read_facts, schema)
 
 

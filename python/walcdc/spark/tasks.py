@@ -1,7 +1,8 @@
-"""What runs on the executors: the functions ``mapInArrow`` applies to the rows of ranges
-(``i``, ``start``, ``end``: LSA keys, None for open). Each is made from plain values (the
-volumes, option dicts, bytes or a broadcast of them, Arrow schemas), so what Spark pickles is
-what the task needs and never a driver object; each task opens the volumes itself."""
+"""What runs on the executors: the functions ``mapInArrow`` applies to the rows of range
+numbers (``i``, an index into the plan's ranges: ``(start, end)`` LSA keys, None for open).
+Each is made from plain values (the volumes, the ranges, option dicts, bytes or a broadcast of
+them, Arrow schemas), so what Spark pickles is what the task needs and never a driver object;
+each task opens the volumes itself."""
 
 from __future__ import annotations
 
@@ -29,18 +30,22 @@ def spans(ranges: List[Range]) -> List[Range]:
     return [(s, e) for s, e in out]
 
 
-def _rows(tasks: Iterator[pa.RecordBatch], *columns: str):
+def _given(tasks: Iterator[pa.RecordBatch], ranges: List[Range]):
+    """``(i, start, end)`` of each range a task was given."""
     for t in tasks:
-        yield from zip(*(t.column(c).to_pylist() for c in columns))
+        for i in t.column("i").to_pylist():
+            yield (i, *ranges[i])
 
 
-def records_reader(volumes: Volumes, payloads: bool, on_encrypted: str, target) -> Task:
+def records_reader(
+    volumes: Volumes, ranges: List[Range], payloads: bool, on_encrypted: str, target
+) -> Task:
     """Each range's records (``LogSet.records``)."""
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
         log = volumes.open()
-        for s, e in _rows(tasks, "start", "end"):
+        for _, s, e in _given(tasks, ranges):
             reader = log._native.records(
                 start=s, end=e, payloads=payloads, on_encrypted=on_encrypted, range=True
             )
@@ -52,6 +57,7 @@ def records_reader(volumes: Volumes, payloads: bool, on_encrypted: str, target) 
 
 def changes_reader(
     volumes: Volumes,
+    ranges: List[Range],
     options: dict,
     versions,
     skip: Tuple[Optional[int], int, Optional[int]],
@@ -73,7 +79,7 @@ def changes_reader(
         native_options = log._native.change_options(**options)
         shared = versions.value if hasattr(versions, "value") else versions
         memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
-        for s, e in spans(list(_rows(tasks, "start", "end"))):
+        for s, e in spans([(s, e) for _, s, e in _given(tasks, ranges)]):
             holds = first_skipped is not None and (s is None or s <= first_skipped)
             holds = holds and (e is None or first_skipped < e)
             batches = native.range_changes(
@@ -94,7 +100,7 @@ def changes_reader(
     return read
 
 
-def catalog_reducer(volumes: Volumes, on_encrypted: str, target) -> Task:
+def catalog_reducer(volumes: Volumes, ranges: List[Range], on_encrypted: str, target) -> Task:
     """Each range reduced to what the catalog needs: a row ``(i, RangeCatalog bytes,
     supplemental records)``."""
 
@@ -102,21 +108,21 @@ def catalog_reducer(volumes: Volumes, on_encrypted: str, target) -> Task:
         import walcdc._native as native
 
         log = volumes.open()
-        for i, s, e in _rows(tasks, "i", "start", "end"):
+        for i, s, e in _given(tasks, ranges):
             catalog, supplemental = native.range_catalog(log._native, s, e, on_encrypted)
             yield pa.record_batch([[i], [catalog], [supplemental]], schema=target)
 
     return reduce
 
 
-def facts_reader(volumes: Volumes, on_encrypted: str, target) -> Task:
+def facts_reader(volumes: Volumes, ranges: List[Range], on_encrypted: str, target) -> Task:
     """Each range's facts (``walcdc_core::parallel::range_facts``)."""
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import walcdc._native as native
 
         log = volumes.open()
-        for s, e in _rows(tasks, "start", "end"):
+        for _, s, e in _given(tasks, ranges):
             b = native.range_facts(log._native, s, e, on_encrypted)
             yield cast_batch(pa.record_batch(b), target)
 
