@@ -351,9 +351,8 @@ def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
     markers that lie in them."""
     import base64
 
-    import walcdc._native as native
     from walcdc.changes import _native_options
-    from walcdc.spark.tasks import spans
+    from walcdc.spark.tasks import span_changes
     from walcdc.spark.types import cast_batch
 
     plan = partition.plan
@@ -373,25 +372,11 @@ def _read_range(log, partition: _Part, target) -> Iterator[pa.RecordBatch]:
     )
     last_commit, position, offset, first_skipped = plan.get("skip") or (None, None, 0, None)
     versions = base64.b64decode(plan["versions"])
-    memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
-    for start, end in spans([(r["start"], r["end"]) for r in partition.ranges]):
-        holds = first_skipped is not None and (start is None or start <= first_skipped)
-        holds = holds and (end is None or first_skipped < end)
-        batches = native.range_changes(
-            log._native,
-            native_options,
-            versions,
-            start,
-            end,
-            skip_commits_upto=last_commit,
-            skip_before=position,
-            skip_events=offset if holds else 0,
-            chain_memo=memo,
-        )
-        for batch in batches:
-            batch = pa.record_batch(batch)
-            if batch.num_rows:
-                yield cast_batch(batch, target)
+    ranges = [(r["start"], r["end"]) for r in partition.ranges]
+    skip = (last_commit, offset, position)
+    for batch in span_changes(log, native_options, versions, ranges, skip, first_skipped):
+        if batch.num_rows:
+            yield cast_batch(batch, target)
 
 
 def _load_plan(options: Dict[str, str]) -> Optional[Dict[str, Any]]:

@@ -70,34 +70,51 @@ def changes_reader(
     ``versions``: the catalog versions (bytes, or a broadcast of them); ``skip``: what an
     earlier run emitted (``(last_commit, txn_offset, position)``), the offset skipped by the
     span holding ``first_skipped``; ``typed``: a table's columns (typed structs)."""
-    last_commit, offset, position = skip
 
     def read(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import walcdc._native as native
-
         log = volumes.open()
         native_options = log._native.change_options(**options)
         shared = versions.value if hasattr(versions, "value") else versions
-        memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
-        for s, e in spans([(s, e) for _, s, e in _given(tasks, ranges)]):
-            holds = first_skipped is not None and (s is None or s <= first_skipped)
-            holds = holds and (e is None or first_skipped < e)
-            batches = native.range_changes(
-                log._native,
-                native_options,
-                shared,
-                s,
-                e,
-                skip_commits_upto=last_commit,
-                skip_before=position,
-                skip_events=offset if holds else 0,
-                columns=typed,
-                chain_memo=memo,
-            )
-            for b in batches:
-                yield cast_batch(pa.record_batch(b), target)
+        given = [(s, e) for _, s, e in _given(tasks, ranges)]
+        for b in span_changes(log, native_options, shared, given, skip, first_skipped, typed):
+            yield cast_batch(b, target)
 
     return read
+
+
+def span_changes(
+    log,
+    native_options,
+    versions: bytes,
+    ranges: List[Range],
+    skip: Tuple[Optional[int], int, Optional[int]],
+    first_skipped: Optional[int],
+    columns: Optional[list] = None,
+) -> Iterator[pa.RecordBatch]:
+    """The events of a task's ``ranges``, adjacent ones read as one span by the range reader
+    (``range_changes``), the spans sharing one ``ChainMemo``; ``skip`` and ``first_skipped``
+    as for :func:`changes_reader`. The one loop of Spark's tasks and the data source's."""
+    import walcdc._native as native
+
+    last_commit, offset, position = skip
+    memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
+    for s, e in spans(ranges):
+        holds = first_skipped is not None and (s is None or s <= first_skipped)
+        holds = holds and (e is None or first_skipped < e)
+        batches = native.range_changes(
+            log._native,
+            native_options,
+            versions,
+            s,
+            e,
+            skip_commits_upto=last_commit,
+            skip_before=position,
+            skip_events=offset if holds else 0,
+            columns=columns,
+            chain_memo=memo,
+        )
+        for b in batches:
+            yield pa.record_batch(b)
 
 
 def catalog_reducer(volumes: Volumes, ranges: List[Range], on_encrypted: str, target) -> Task:
