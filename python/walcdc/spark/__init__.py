@@ -235,9 +235,9 @@ def source_plan(
     warn_left_out(catalog.left, kwargs)
     if not catalog.supplemental:
         _check_supplemental_logging(spark, log, volumes, kwargs, skip, seed, split_bytes)
-    ranges = len(clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"]))
-    tasks = _task_count(spark, ranges, 4, volumes.total_bytes)
-    plan = range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions, tasks)
+    plan = range_plan(log, kwargs, skip, seed, split_bytes, catalog.versions)
+    # Partitions for this session's task slots, not the planning process's cores.
+    plan["tasks"] = _task_count(spark, len(plan["parts"]), 4, volumes.total_bytes)
     return json.dumps(plan)
 
 

@@ -132,7 +132,7 @@ def read_catalog(spark, log: LogSet, volumes: Volumes, kwargs: dict, seed, split
     seed_key = hashlib.sha256(seed).digest() if seed is not None else None
     threads = reducing_threads_here(spark)
     key = (session_key(spark), volumes.identity(), tuple(ranges), kwargs["on_encrypted"], seed_key)
-    key += (threads > 0,)
+    key += (threads > 0,)  # reduced here or by a job: both kept, so each path can be compared
     if key in CATALOGS:
         CATALOGS.move_to_end(key)
         return CATALOGS[key]
@@ -191,17 +191,14 @@ def reduced_on_spark(spark, volumes: Volumes, ranges, kwargs: dict):
     return [(bytes(r.catalog), r.supplemental) for r in rows]
 
 
-def range_plan(
-    log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes, tasks=None
-) -> dict:
+def range_plan(log: LogSet, kwargs: dict, skip, seed, split_bytes: int, versions: bytes) -> dict:
     """A data source plan whose parts are the window's ranges, each read once by the range
     reader (``range_changes``) with the plan's catalog ``versions`` (covering the log to its
-    end, so that any read option fits). ``tasks``: how many partitions to read the ranges in
-    (:func:`grouped`; by default four per core of the process that plans the read)."""
+    end, so that any read option fits); ``tasks``: how many partitions read the ranges
+    (:func:`grouped`), four per core of the process that plans the read."""
     engine = not kwargs["committed_only"]
     ranges = clip(log.ranges(split_bytes), kwargs["start"], kwargs["end"])
-    if tasks is None:
-        tasks = task_count(len(ranges), default_threads(), 4, log.volumes().total_bytes)
+    tasks = task_count(len(ranges), default_threads(), 4, log.volumes().total_bytes)
     plan = plan_dict(
         log, engine, kwargs["on_encrypted"], [{"start": s, "end": e} for s, e in ranges]
     )
