@@ -575,10 +575,7 @@ impl Catalog {
             .attributes
             .iter()
             .zip(values.iter())
-            .filter_map(|(a, v)| match v {
-                row::Value::Unknown { reason } => Some(format!("column {}: {reason}", a.name)),
-                _ => None,
-            })
+            .filter_map(|(a, v)| v.undecoded().map(|reason| format!("column {}: {reason}", a.name)))
             .collect();
         Ok((rep, values, problems))
     }

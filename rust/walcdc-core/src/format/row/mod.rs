@@ -106,6 +106,19 @@ pub enum Value {
     },
 }
 
+impl Value {
+    /// Why the value, or an element of it at any depth, could not be decoded (the first such
+    /// reason). A collection with an undecodable element is not a whole value: it must say so
+    /// as an undecodable column does, not pass the element off as NULL.
+    pub fn undecoded(&self) -> Option<&str> {
+        match self {
+            Value::Unknown { reason } => Some(reason),
+            Value::Collection { items, .. } => items.iter().find_map(Value::undecoded),
+            _ => None,
+        }
+    }
+}
+
 /// Nesting limit for collections and JSON documents.
 const MAX_DEPTH: u32 = 64;
 /// Largest string CUBRID stores (`DB_MAX_STRING_LENGTH`).
@@ -996,7 +1009,11 @@ mod tests {
         };
         let mut again = set.clone();
         again[16..24].copy_from_slice(&hex("0000002000000028")); // element 2 = element 0's bytes
-        let got = items(decode_value(&d, &again, 0));
+        let whole = decode_value(&d, &again, 0);
+        // Not passed off as a whole value: the column says why (the event's decode_error).
+        assert!(whole.undecoded().is_some_and(|r| r.contains("element 1")), "{whole:?}");
+        assert_eq!(decode_value(&d, &set, 0).undecoded(), None);
+        let got = items(whole);
         assert_eq!(got[0], Value::Int(4));
         assert!(unknown(&got[1]) && unknown(&got[2]), "{got:?}");
         let mut header = set.clone();
