@@ -391,7 +391,7 @@ pub(crate) fn attribute_dict<'py>(py: Python<'py>, a: &Attribute) -> PyResult<Bo
 pub(crate) fn class_dict<'py>(py: Python<'py>, cat: &Catalog, c: &ClassSchema) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("name", &c.name)?;
-    d.set_item("names", cat.names(c.oid).to_vec())?;
+    d.set_item("names", cat.names(c.oid).iter().map(|n| n.to_string()).collect::<Vec<_>>())?;
     d.set_item("class_oid", c.oid.to_cdc())?;
     d.set_item("class_oid_text", c.oid.to_string())?;
     d.set_item("current_repid", c.current_repid)?;

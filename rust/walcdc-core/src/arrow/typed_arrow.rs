@@ -981,7 +981,11 @@ impl TableSplitter {
         let part = self.parts.entry(class).or_insert_with(|| {
             let columns = catalog.table_columns(class).map(|(_, c)| c).unwrap_or_default();
             let table = typed.and_then(|t| t.table.clone());
-            Part { repid, table, builder: TableChangesBuilder::new(&**log, columns, mode) }
+            Part {
+                repid,
+                table: table.map(|t| t.to_string()),
+                builder: TableChangesBuilder::new(&**log, columns, mode),
+            }
         });
         part.builder.append(e);
         if part.builder.len() >= self.max_rows {

@@ -1,7 +1,10 @@
 //! The schema catalog of a stream: class records learned from the log (applied when their
 //! transaction commits) and given by the user, and rows decoded with them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::cdc::chase::Image;
 use crate::error::Result;
@@ -357,15 +360,16 @@ crate::choices!(KeyMode, "keys", { "name_then" => KeyMode::NameThen, "name_now" 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
     #[serde(serialize_with = "crate::format::sorted::map")]
-    classes: HashMap<Oid, ClassSchema>,
+    classes: FxHashMap<Oid, ClassSchema>,
     /// Partition class → its partitioned (root) class.
     #[serde(serialize_with = "crate::format::sorted::map")]
-    parent: HashMap<Oid, Oid>,
+    parent: FxHashMap<Oid, Oid>,
     #[serde(serialize_with = "crate::format::sorted::set")]
-    dropped: HashSet<Oid>,
-    /// Every name each class had, oldest first (RENAME TABLE).
+    dropped: FxHashSet<Oid>,
+    /// Every name each class had, oldest first (RENAME TABLE); the last is its current one,
+    /// shared with the events that name it (no copy per event).
     #[serde(serialize_with = "crate::format::sorted::map")]
-    names: HashMap<Oid, Vec<String>>,
+    names: FxHashMap<Oid, Vec<Arc<str>>>,
 }
 
 impl Catalog {
@@ -377,8 +381,8 @@ impl Catalog {
                 }
                 self.dropped.remove(&s.oid);
                 let names = self.names.entry(s.oid).or_default();
-                if names.last() != Some(&s.name) {
-                    names.push(s.name.clone());
+                if names.last().map(|n| &**n) != Some(s.name.as_str()) {
+                    names.push(Arc::from(s.name.as_str()));
                 }
                 match self.classes.get_mut(&s.oid) {
                     // Keep the layouts of representations the new record no longer lists.
@@ -495,9 +499,9 @@ impl Catalog {
     pub fn root(&self, oid: Oid) -> Oid {
         let mut cur = oid;
         for _ in 0..8 {
-            let partition = self.name(cur).is_some_and(|n| n.contains("__p__"));
+            // Most classes have no parent: their name is not looked at.
             match self.parent.get(&cur) {
-                Some(&p) if p != cur && partition => cur = p,
+                Some(&p) if p != cur && self.name(cur).is_some_and(|n| n.contains("__p__")) => cur = p,
                 _ => break,
             }
         }
@@ -510,8 +514,15 @@ impl Catalog {
     }
 
     /// Every name the class had (oldest first); the last is its current one.
-    pub fn names(&self, oid: Oid) -> &[String] {
+    pub fn names(&self, oid: Oid) -> &[Arc<str>] {
         self.names.get(&oid).map_or(&[], |v| &v[..])
+    }
+
+    /// The class's name as stored, as [`Catalog::name`] gives it, shared (an event's table).
+    pub fn shared_name(&self, oid: Oid) -> Option<Arc<str>> {
+        let name = self.names.get(&oid).and_then(|v| v.last()).cloned();
+        debug_assert_eq!(name.as_deref(), self.name(oid));
+        name
     }
 
     /// The column names of a class's current representation, by attribute id.
@@ -731,11 +742,11 @@ pub fn learn_from<S: LogSource + 'static>(
     let (mut catalog, mut tracker, mut staging) = seed;
     // A start given by a checkpoint must be a record's (the checkpoint may come from a file).
     let mut w = crate::log::walker::Walker::checked(log.clone(), from, end, on_encrypted)?;
-    while let Some(rec) = w.next_record()? {
+    while let Some(rec) = w.next_ref()? {
         if rec.trid <= 0 {
             continue;
         }
-        staging.record(&mut tracker, &**log, &rec)?;
+        staging.record(&mut tracker, &**log, rec)?;
         match rec.rectype {
             LOG_COMMIT => staging.end(rec.trid, true, &mut catalog),
             LOG_ABORT => staging.end(rec.trid, false, &mut catalog),

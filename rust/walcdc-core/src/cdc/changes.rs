@@ -272,6 +272,8 @@ pub struct ChangeReader<S: LogSource + 'static = LogSet> {
     /// The log set's random-access count when the stream started (see `ChangeStats`).
     reads_at_start: u64,
     walker: Walker<S>,
+    /// The record being processed, parsed in place by the walker (see [`Walker::next_into`]).
+    record: Option<Box<Record>>,
     opts: ChangeOptions,
     txns: TxnMap,
     ready: VecDeque<Event>,
@@ -491,6 +493,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             reads_at_start: log.random_reads(),
             log,
             walker,
+            record: None,
             opts,
             txns: state.txns,
             ready: VecDeque::new(),
@@ -764,8 +767,9 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             if self.done {
                 return Ok(None);
             }
-            match self.walker.next_record()? {
-                Some(mut rec) => {
+            let mut rec = self.record.take().unwrap_or_default();
+            match self.walker.next_into(&mut rec)? {
+                true => {
                     if let Some(ids) = &self.volume_ids {
                         rec.vol = ids.of_index[rec.vol as usize];
                     }
@@ -773,18 +777,20 @@ impl<S: LogSource + 'static> ChangeReader<S> {
                     if rec.lsa.pageid >= self.next_checkpoint {
                         self.take_checkpoint(rec.lsa);
                     }
-                    self.process(&rec)?;
+                    let processed = self.process(&rec);
+                    self.record = Some(rec);
+                    processed?;
                 }
                 // Following: the written log ends here for now; the reader keeps what it
                 // knows (open transactions included) until `refresh` gives it more. With
                 // none open, a cursor restarts here: remember the catalog here too.
-                None if self.opts.follow => {
+                false if self.opts.follow => {
                     if let Some(at) = self.txns.is_empty().then(|| self.walker.resume_point()).flatten() {
                         self.take_checkpoint(at);
                     }
                     return Ok(None);
                 }
-                None => self.finish()?,
+                false => self.finish()?,
             }
         }
     }
@@ -1580,7 +1586,7 @@ pub fn type_event(
         t.partition_oid = Some(class);
         t.root_oid = Some(root);
     }
-    t.table = cat.name(root).or_else(|| cat.name(class)).map(str::to_string);
+    t.table = cat.shared_name(root).or_else(|| cat.shared_name(class));
     if !opts.decode {
         return t;
     }

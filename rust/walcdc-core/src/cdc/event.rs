@@ -92,7 +92,7 @@ pub struct Event {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Typed {
     /// Table name (owner-qualified as stored) at the time of the change.
-    pub table: Option<String>,
+    pub table: Option<Arc<str>>,
     /// The partition the row lives in, when the event is reported under its partitioned table
     /// (whose OID then replaces the partition's in `class_oid`, as in CUBRID's CDC).
     pub partition_oid: Option<Oid>,

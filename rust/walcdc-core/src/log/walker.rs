@@ -115,7 +115,7 @@ pub struct Walker<S: LogSource + ?Sized = LogSet> {
     /// How many pages behind itself the walk keeps mapped ([`KEEP_MAPPED_BYTES`]).
     keep_mapped_pages: i64,
     /// The record last read ([`Walker::next_ref`] lends it).
-    current: Record,
+    current: Option<Box<Record>>,
     /// Following a live log ([`Walker::follow`]).
     live: bool,
     /// One range of a plan ([`Walker::for_range`]): the pages it walked are released when it
@@ -168,7 +168,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             prefetched_below: start.pageid.max(0),
             read_ahead: None,
             keep_mapped_pages: KEEP_MAPPED_BYTES / log_page_size,
-            current: Record::default(),
+            current: None,
             live: false,
             release_at_end: false,
             stopped_at: None,
@@ -385,6 +385,19 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
     /// The next record, by reference to the walker's own copy (valid until the next call):
     /// nothing is moved per record. `Ok(None)` at the end.
     pub fn next_ref(&mut self) -> Result<Option<&Record>> {
+        let mut current = self.current.take().unwrap_or_default();
+        let read = self.next_into(&mut current);
+        self.current = Some(current);
+        Ok(if read? { self.current.as_deref() } else { None })
+    }
+
+    /// Parses the next record into `out` (a reader's own buffer: nothing is moved per record,
+    /// and the reader may hold it while it borrows itself); `Ok(false)` at the end.
+    pub fn next_into(&mut self, out: &mut Record) -> Result<bool> {
+        Ok(self.advance(out)?.is_some())
+    }
+
+    fn advance(&mut self, out: &mut Record) -> Result<Option<()>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
             if let Some(end) = self.end {
@@ -415,19 +428,19 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             }
             self.release_behind(lsa.pageid);
             let beyond = lsa >= self.must_exist_until;
-            let mut parsed = parse_record_into(&*self.log, lsa, &mut self.current);
+            let mut parsed = parse_record_into(&*self.log, lsa, out);
             if self.live {
                 let sealed = match &parsed {
-                    Ok(()) => self.sealed(&self.current)?,
+                    Ok(()) => self.sealed(out)?,
                     Err(_) => false,
                 };
                 match &parsed {
                     Ok(()) if sealed => {
                         // Read again now that what follows is written: a record half copied
                         // when first read is complete now.
-                        let forw = self.current.forw_lsa;
-                        parsed = parse_record_into(&*self.log, lsa, &mut self.current);
-                        if !(parsed.is_ok() && self.current.forw_lsa == forw) {
+                        let forw = out.forw_lsa;
+                        parsed = parse_record_into(&*self.log, lsa, out);
+                        if !(parsed.is_ok() && out.forw_lsa == forw) {
                             return self.live_tail(lsa);
                         }
                     }
@@ -457,8 +470,8 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             match parsed {
                 Ok(()) => {
                     self.last_lsa = Some(lsa);
-                    self.next = Some(self.current.forw_lsa);
-                    return Ok(Some(&self.current));
+                    self.next = Some(out.forw_lsa);
+                    return Ok(Some(()));
                 }
                 Err(ParseProblem::EndMarker) if beyond => return self.finish(Some(lsa), EndReason::EndMarker),
                 Err(ParseProblem::EndMarker) => {
@@ -645,7 +658,7 @@ pub fn find_end_from<S: LogSource + ?Sized + 'static>(log: &Arc<S>, from: Option
         (c, f) => f.or(c),
     };
     let mut w = Walker::new(log.clone(), start, None, OnEncrypted::Skip)?;
-    while w.next_record()?.is_some() {}
+    while w.next_ref()?.is_some() {}
     let reason = w.end_reason.unwrap_or(EndReason::EndMarker);
     let mut last_lsa = w.last_lsa;
     if last_lsa.is_none() && reason == EndReason::EndMarker {
