@@ -174,9 +174,10 @@ impl Volume {
         let _ = (first, count, page_size);
     }
 
-    /// Reads pages `[first, first + count)` into the page cache unless it holds them all (see
-    /// [`LogSet::prefetch_pages`]): large reads of the file whose bytes are dropped (the walk
-    /// maps them from the cache). A hint only: errors are ignored (the walk reports them).
+    /// Reads what the page cache lacks of pages `[first, first + count)` (see
+    /// [`LogSet::prefetch_pages`]): large reads of the file whose bytes are dropped, then maps
+    /// the pages into this process for the walk. A hint only: errors are ignored (the walk
+    /// reports them).
     fn prefetch(&self, first: usize, count: usize, page_size: usize) {
         #[cfg(feature = "object-store")]
         if let Backing::Remote(r) = &*self.map {
@@ -205,21 +206,29 @@ impl Volume {
             // Only what the cache lacks is read (a log read again lacks a few pages at most:
             // reading all of it again cost a tenth of a change stream's time), in large reads.
             let runs = missing_runs(&resident, PREFETCH_GAP_PAGES);
-            if runs.is_empty() {
-                return;
-            }
-            let Ok(file) = std::fs::File::open(&self.path) else { return };
-            let largest = runs.iter().map(|(lo, hi)| (hi - lo) * OS_PAGE).max().unwrap_or(0);
-            let mut buf = vec![0u8; largest.min(1 << 20)];
-            for (lo, hi) in runs {
-                let (mut at, to) = (start + lo * OS_PAGE, (start + hi * OS_PAGE).min(end));
-                while at < to {
-                    let n = buf.len().min(to - at);
-                    match file.read_at(&mut buf[..n], at as u64) {
-                        Ok(0) | Err(_) => return,
-                        Ok(read) => at += read,
+            if !runs.is_empty() {
+                let Ok(file) = std::fs::File::open(&self.path) else { return };
+                let largest = runs.iter().map(|(lo, hi)| (hi - lo) * OS_PAGE).max().unwrap_or(0);
+                let mut buf = vec![0u8; largest.min(1 << 20)];
+                for (lo, hi) in runs {
+                    let (mut at, to) = (start + lo * OS_PAGE, (start + hi * OS_PAGE).min(end));
+                    while at < to {
+                        let n = buf.len().min(to - at);
+                        match file.read_at(&mut buf[..n], at as u64) {
+                            Ok(0) | Err(_) => return,
+                            Ok(read) => at += read,
+                        }
                     }
                 }
+            }
+            // Then mapped into this process in one call, so that the walk does not fault on
+            // them page after page (a walk's faults and their unmapping were a third of its
+            // time; populating costs less than the faults it spares). Linux 5.14 and later;
+            // older kernels refuse it and the walk faults as before.
+            // SAFETY: the range lies in the map (above); populating reads, it changes nothing.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::madvise(m.as_ptr().add(start) as *mut libc::c_void, end - start, libc::MADV_POPULATE_READ);
             }
         }
         #[cfg(not(unix))]
@@ -705,10 +714,10 @@ impl LogSet {
         self.for_page_runs(from, to, |v, first, count| v.release(first, count, self.page_size));
     }
 
-    /// Reads the pages `[from, to)` into the page cache unless it holds them all already
-    /// (`pread`s whose bytes are dropped; [`Volume::prefetch`]): the read-ahead thread calls it
-    /// ahead of a forward walk, so that reading a log larger than the page cache from disk
-    /// overlaps decoding instead of stalling the walk on each page fault.
+    /// Reads the pages `[from, to)` into the page cache where it lacks them and maps them
+    /// ([`Volume::prefetch`]): the read-ahead thread calls it ahead of a forward walk, so that
+    /// reading a log larger than the page cache from disk overlaps decoding instead of stalling
+    /// the walk on each page fault, and the walk does not fault on pages the cache holds.
     pub fn prefetch_pages(&self, from: i64, to: i64) {
         self.for_page_runs(from, to, |v, first, count| v.prefetch(first, count, self.page_size));
     }
