@@ -2,6 +2,7 @@
 //! transaction commits) and given by the user, and rows decoded with them.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -303,15 +304,16 @@ pub struct UserColumn {
     pub primary_key: bool,
 }
 
-/// One column of a decoded row.
+/// One column of a decoded row: where its key and value lie in the row's JSON (written once,
+/// in place, with nothing allocated per column).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DecodedColumn {
     /// Attribute id (stable across ALTER and RENAME COLUMN).
     pub id: i32,
-    /// The key the row's JSON uses for it (see [`KeyMode`]).
-    pub name: String,
+    /// The key the row's JSON uses for it (see [`KeyMode`]), as a JSON string literal.
+    pub key: std::ops::Range<usize>,
     /// The value as JSON text.
-    pub value: String,
+    pub value: std::ops::Range<usize>,
     pub primary_key: bool,
 }
 
@@ -333,11 +335,26 @@ impl DecodedRow {
         let mut out = String::new();
         for c in self.columns.iter().filter(|c| c.primary_key) {
             out.push(if out.is_empty() { '{' } else { ',' });
-            json_string(&mut out, &c.name);
+            out.push_str(self.key(c));
             out.push(':');
-            out.push_str(&c.value);
+            out.push_str(self.value(c));
         }
         (!out.is_empty()).then(|| out + "}")
+    }
+
+    /// A column's key, as a JSON string literal.
+    pub fn key<'a>(&'a self, c: &DecodedColumn) -> &'a str {
+        &self.json[c.key.clone()]
+    }
+
+    /// A column's value, as JSON text.
+    pub fn value<'a>(&'a self, c: &DecodedColumn) -> &'a str {
+        &self.json[c.value.clone()]
+    }
+
+    /// A column's key (its name, or its attribute id as text).
+    pub fn name(&self, c: &DecodedColumn) -> String {
+        serde_json::from_str(self.key(c)).unwrap_or_default()
     }
 }
 
@@ -613,39 +630,40 @@ impl Catalog {
         now: Option<&Catalog>,
     ) -> std::result::Result<DecodedRow, String> {
         let (rep, values, problems) = self.decode_row(class, img)?;
+        // Rows of the current representation (nearly all) are keyed by its own names.
+        let current = self.classes.get(&class).is_some_and(|c| c.current_repid == rep.repid);
         let renamed = match keys {
             KeyMode::Id => None,
+            KeyMode::NameThen if current => None,
             KeyMode::NameThen => self.current_names(class),
             KeyMode::NameNow => now.unwrap_or(self).current_names(class),
         };
-        let mut cols: Vec<(i32, DecodedColumn)> = rep
-            .attributes
-            .iter()
-            .zip(values.iter())
-            .map(|(a, v)| {
-                let name = match keys {
-                    KeyMode::Id => a.id.to_string(),
-                    _ => renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name).to_string(),
-                };
-                let order = if a.def_order < 0 { i32::MAX } else { a.def_order };
-                let value = row::text::value_json(v, &a.domain);
-                (order, DecodedColumn { id: a.id, name, value, primary_key: a.primary_key })
-            })
-            .collect();
-        cols.sort_by_key(|(order, c)| (*order, c.id));
-        let mut json =
-            String::with_capacity(64 + cols.iter().map(|(_, c)| c.name.len() + c.value.len() + 4).sum::<usize>());
+        let order = |a: &Attribute| (if a.def_order < 0 { i32::MAX } else { a.def_order }, a.id);
+        let mut by_order: Vec<usize> = (0..rep.attributes.len().min(values.len())).collect();
+        by_order.sort_by_key(|&i| order(&rep.attributes[i]));
+        let mut json = String::with_capacity(64 + img.row.len() * 2);
+        let mut columns = Vec::with_capacity(by_order.len());
         json.push('{');
-        for (i, (_, c)) in cols.iter().enumerate() {
-            if i > 0 {
+        for (n, i) in by_order.into_iter().enumerate() {
+            let a = &rep.attributes[i];
+            if n > 0 {
                 json.push(',');
             }
-            json_string(&mut json, &c.name);
+            let key_at = json.len();
+            match keys {
+                KeyMode::Id => {
+                    let _ = write!(json, "\"{}\"", a.id);
+                }
+                _ => json_string(&mut json, renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name)),
+            }
+            let key = key_at..json.len();
             json.push(':');
-            json.push_str(&c.value);
+            let value_at = json.len();
+            row::text::value_json_into(&mut json, &values[i], &a.domain);
+            columns.push(DecodedColumn { id: a.id, key, value: value_at..json.len(), primary_key: a.primary_key });
         }
         json.push('}');
-        Ok(DecodedRow { json, columns: cols.into_iter().map(|(_, c)| c).collect(), problems })
+        Ok(DecodedRow { json, columns, problems })
     }
 }
 
@@ -653,12 +671,17 @@ pub use crate::format::row::text::push_json_str as json_string;
 
 /// Names of the columns whose values differ between two decoded images (by attribute id).
 pub fn changed_columns(before: &DecodedRow, after: &DecodedRow) -> Vec<String> {
-    let old: HashMap<i32, &str> = before.columns.iter().map(|c| (c.id, c.value.as_str())).collect();
+    // Both images are mostly of one representation: columns in the same order.
+    let was = |i: usize, id: i32| match before.columns.get(i).filter(|c| c.id == id) {
+        Some(c) => Some(before.value(c)),
+        None => before.columns.iter().find(|c| c.id == id).map(|c| before.value(c)),
+    };
     after
         .columns
         .iter()
-        .filter(|c| old.get(&c.id).is_none_or(|o| *o != c.value.as_str()))
-        .map(|c| c.name.clone())
+        .enumerate()
+        .filter(|(i, c)| was(*i, c.id).is_none_or(|o| o != after.value(c)))
+        .map(|(_, c)| after.name(c))
         .collect()
 }
 
@@ -854,5 +877,40 @@ mod checkpoint_tests {
         {
             assert!(matches!(CatalogCheckpoint::from_bytes(bad), Err(crate::error::LogError::InvalidArgument { .. })));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decoded row of `(attribute id, name, JSON value)` columns; id 1 is the primary key.
+    fn row(cols: &[(i32, &str, &str)]) -> DecodedRow {
+        let mut json = String::from("{");
+        let mut columns = Vec::new();
+        for (n, (id, name, value)) in cols.iter().enumerate() {
+            if n > 0 {
+                json.push(',');
+            }
+            let at = json.len();
+            json_string(&mut json, name);
+            let key = at..json.len();
+            json.push(':');
+            let at = json.len();
+            json.push_str(value);
+            columns.push(DecodedColumn { id: *id, key, value: at..json.len(), primary_key: *id == 1 });
+        }
+        json.push('}');
+        DecodedRow { json, columns, problems: Vec::new() }
+    }
+
+    #[test]
+    fn changed_columns_are_matched_by_attribute_id_in_any_order() {
+        let before = row(&[(1, "id", "1"), (2, "na\"me", "\"a\""), (3, "n", "5")]);
+        let after = row(&[(3, "n", "5"), (1, "id", "1"), (2, "na\"me", "\"b\""), (4, "new", "null")]);
+        assert_eq!(changed_columns(&before, &after), vec!["na\"me".to_string(), "new".to_string()]);
+        assert_eq!(changed_columns(&before, &before), Vec::<String>::new());
+        assert_eq!(after.key_json().as_deref(), Some("{\"id\":1}"));
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&after.json).unwrap()["na\"me"], "b");
     }
 }

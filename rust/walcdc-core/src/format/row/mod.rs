@@ -627,6 +627,30 @@ mod tests {
     use super::*;
     use crate::format::schema::Attribute;
 
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut texts: Vec<String> = (0u8..0x80).map(|b| format!("a{}b", b as char)).collect();
+        texts.extend(
+            ["", "plain", "tab\there", "q\"uote\\back", "\u{7f}\u{80}é漢字🙂", "\u{1}\u{1f}"].map(String::from),
+        );
+        for t in &texts {
+            let mut out = String::from("x");
+            text::push_json_str(&mut out, t);
+            assert_eq!(out, format!("x{}", serde_json::to_string(t).unwrap()), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn string_values_are_json_whatever_their_bytes() {
+        let utf8 = dom(db_type::STRING, 10, 0, 5);
+        let s = |bytes: &[u8], codeset| Value::String { bytes: bytes.to_vec(), codeset };
+        assert_eq!(value_json(&s(b"caf\xc3\xa9 \"x\"", 5), &utf8), "\"café \\\"x\\\"\"");
+        // Invalid UTF-8 shows U+FFFD, as the text form does; Latin-1 and EUC-KR are decoded.
+        assert_eq!(value_json(&s(b"a\xffb", 5), &utf8), "\"a\u{fffd}b\"");
+        assert_eq!(value_json(&s(b"caf\xe9", 3), &utf8), "\"café\"");
+        assert_eq!(value_json(&s(b"\xc7\xd1", 4), &utf8), "\"한\"");
+    }
+
     fn dom(db_type: i32, precision: i32, scale: i32, codeset: i32) -> Domain {
         Domain { db_type, precision, scale, codeset, ..Default::default() }
     }
