@@ -51,6 +51,25 @@ def test_the_format_equals_the_local_stream(spark, name):
     same(want, df)
 
 
+def test_whole_number_options_are_checked():
+    """``split_bytes``, ``partitions`` and the integer read options are whole numbers (the
+    first two at least 1); anything else is an ``InvalidArgumentError`` naming the option."""
+    from walcdc.spark.plan import DEFAULT_SPLIT_BYTES
+    from walcdc.spark_source import _partitions, _read_options, _split_bytes
+
+    assert _split_bytes({}) == DEFAULT_SPLIT_BYTES
+    assert _split_bytes({"split_bytes": "4096"}) == 4096
+    assert _partitions({}) is None and _partitions({"partitions": "3"}) == 3
+    assert _read_options({"memory_limit": "1000"})["memory_limit"] == 1000
+    for bad in ("x", "0", "-1", "1.5", "4k"):
+        with pytest.raises(walcdc.InvalidArgumentError, match="split_bytes must be a whole"):
+            _split_bytes({"split_bytes": bad})
+        with pytest.raises(walcdc.InvalidArgumentError, match="partitions must be a whole"):
+            _partitions({"partitions": bad})
+    with pytest.raises(walcdc.InvalidArgumentError, match="memory_limit must be a whole"):
+        _read_options({"memory_limit": "lots"})
+
+
 def test_partitions_are_runs_of_ranges(spark):
     """A plan's ranges are read in ``partitions`` runs of consecutive ranges (the plan's
     ``tasks`` by default: four per task slot), each range in exactly one run, in order."""

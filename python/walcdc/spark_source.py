@@ -78,6 +78,24 @@ def _bool_option(options: Dict[str, str], name: str, default: bool) -> bool:
     return text.lower() == "true"
 
 
+def _int_option(
+    options: Dict[str, str], name: str, default: Optional[int], least: Optional[int] = None
+) -> Optional[int]:
+    """A whole-number option, ``default`` when not given; anything else (or less than
+    ``least``) is refused."""
+    text = options.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or (least is not None and n < least):
+        at_least = f" >= {least}" if least is not None else ""
+        raise InvalidArgumentError(f"option {name} must be a whole number{at_least}, not {text!r}")
+    return n
+
+
 def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
     """The read options among a source's options (strings), as their declared kinds: what
     every range reads with (those the plan sets are left to it)."""
@@ -91,11 +109,7 @@ def _read_options(options: Dict[str, str]) -> Dict[str, Any]:
         if option.kind == "bool":
             out[name] = _bool_option(options, name, False)
         elif option.kind == "int":
-            try:
-                out[name] = int(text)
-            except ValueError:
-                why = f"option {name} must be an integer, not {text!r}"
-                raise InvalidArgumentError(why) from None
+            out[name] = _int_option(options, name, None)
         else:
             out[name] = text
     return out
@@ -191,22 +205,13 @@ class _StreamReader(DataSourceStreamReader):  # type: ignore[misc,valid-type]
 
 
 def _partitions(options: Dict[str, str]) -> Optional[int]:
-    text = options.get("partitions")
-    if text is None or text == "":
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise InvalidArgumentError(f"option partitions must be a whole number >= 1, not {text!r}")
-    return n
+    return _int_option(options, "partitions", None, least=1)
 
 
 def _split_bytes(options: Dict[str, str]) -> int:
     from walcdc.spark.plan import DEFAULT_SPLIT_BYTES
 
-    return int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
+    return _int_option(options, "split_bytes", DEFAULT_SPLIT_BYTES, least=1)
 
 
 def _cursor(offset: Dict[str, Any]):
