@@ -536,10 +536,13 @@ impl Catalog {
     }
 
     /// The class's name as stored, as [`Catalog::name`] gives it, shared (an event's table).
+    /// The last of its names, unless a catalog read back from a cursor says otherwise there.
     pub fn shared_name(&self, oid: Oid) -> Option<Arc<str>> {
-        let name = self.names.get(&oid).and_then(|v| v.last()).cloned();
-        debug_assert_eq!(name.as_deref(), self.name(oid));
-        name
+        let name = self.name(oid)?;
+        match self.names.get(&oid).and_then(|v| v.last()) {
+            Some(last) if **last == *name => Some(last.clone()),
+            _ => Some(Arc::from(name)),
+        }
     }
 
     /// The column names of a class's current representation, by attribute id.
@@ -902,6 +905,20 @@ mod tests {
         }
         json.push('}');
         DecodedRow { json, columns, problems: Vec::new() }
+    }
+
+    #[test]
+    fn an_events_table_is_its_classs_name_whatever_a_read_back_catalog_says_of_its_names() {
+        let (t, other) = (Oid { pageid: 10, slotid: 1, volid: 0 }, Oid { pageid: 11, slotid: 1, volid: 0 });
+        let mut c = Catalog::default();
+        c.add_columns(t, "dba.t", None, Vec::new());
+        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
+        // A catalog from a cursor file whose names disagree with its classes (or lack them).
+        c.names.insert(t, vec![Arc::from("dba.other")]);
+        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
+        c.names.remove(&t);
+        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
+        assert_eq!(c.shared_name(other), None);
     }
 
     #[test]
