@@ -408,6 +408,8 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
         Ok(self.advance(out)?.is_some())
     }
 
+    /// [`Walker::next_into`]'s walk: `Some(())` once `out` holds the next record (`None` at the
+    /// end, as `finish` and `live_tail` give it).
     fn advance(&mut self, out: &mut Record) -> Result<Option<()>> {
         loop {
             let Some(lsa) = self.next else { return Ok(None) };
