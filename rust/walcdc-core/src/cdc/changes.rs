@@ -1764,9 +1764,9 @@ mod tests {
     }
 
     /// Allocations a change event may cost, with raw images, in a transaction of its own (so
-    /// that what a transaction costs counts whole: its entry and buffer, its user's name): 7.2
+    /// that what a transaction costs counts whole: its entry and buffer, its user's name): 6.2
     /// measured, mostly the event's image and its transaction's state.
-    const MAX_ALLOCATIONS_PER_EVENT: f64 = 8.0;
+    const MAX_ALLOCATIONS_PER_EVENT: f64 = 6.5;
 
     fn drain<S: LogSource + 'static>(reader: &mut ChangeReader<S>, into: &mut Vec<Event>) {
         while let Some(e) = reader.next_event().unwrap() {
