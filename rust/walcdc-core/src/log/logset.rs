@@ -187,16 +187,20 @@ impl Volume {
         #[cfg(unix)]
         if let Backing::Map(m) = &*self.map {
             use std::os::unix::fs::FileExt;
-            const OS_PAGE: usize = 4096;
+            // The system's page (4 KiB on x86-64; 16 or 64 KiB on some arm64 kernels): what
+            // `mincore` gives one byte for.
+            // SAFETY: sysconf reads a system constant.
+            let os_page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(0).max(4096);
             let start = first.saturating_mul(page_size).min(m.len());
             let end = start + count.saturating_mul(page_size).min(m.len() - start);
             if start >= end {
                 return;
             }
             // Which 4 KiB pages the cache holds already.
-            let mut resident = vec![0u8; (end - start).div_ceil(OS_PAGE)];
-            // SAFETY: `start` is a multiple of the log page size (itself of 4 KiB) inside the
-            // map, the range lies in it, and `resident` has one byte per 4 KiB page of it.
+            let mut resident = vec![0u8; (end - start).div_ceil(os_page)];
+            // SAFETY: the range lies in the map and `resident` has one byte per system page of
+            // it. (A start off a system page, a 16 KiB log page on a 64 KiB-page kernel, is
+            // refused: then everything is read, and mapping it ahead is refused too.)
             let rc = unsafe {
                 libc::mincore(m.as_ptr().add(start) as *mut libc::c_void, end - start, resident.as_mut_ptr())
             };
@@ -208,10 +212,10 @@ impl Volume {
             let runs = missing_runs(&resident, PREFETCH_GAP_PAGES);
             if !runs.is_empty() {
                 let Ok(file) = std::fs::File::open(&self.path) else { return };
-                let largest = runs.iter().map(|(lo, hi)| (hi - lo) * OS_PAGE).max().unwrap_or(0);
+                let largest = runs.iter().map(|(lo, hi)| (hi - lo) * os_page).max().unwrap_or(0);
                 let mut buf = vec![0u8; largest.min(1 << 20)];
                 for (lo, hi) in runs {
-                    let (mut at, to) = (start + lo * OS_PAGE, (start + hi * OS_PAGE).min(end));
+                    let (mut at, to) = (start + lo * os_page, (start + hi * os_page).min(end));
                     while at < to {
                         let n = buf.len().min(to - at);
                         match file.read_at(&mut buf[..n], at as u64) {
@@ -249,7 +253,7 @@ impl Volume {
 const PREFETCH_GAP_PAGES: usize = 64;
 
 /// The runs `[lo, hi)` of pages `mincore` says are not resident (`resident[i] & 1 == 0`), runs
-/// closer than `gap` resident pages joined.
+/// at most `gap` resident pages apart joined.
 fn missing_runs(resident: &[u8], gap: usize) -> Vec<(usize, usize)> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for (i, _) in resident.iter().enumerate().filter(|(_, r)| *r & 1 == 0) {

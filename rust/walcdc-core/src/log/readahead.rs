@@ -16,6 +16,9 @@ const REMOTE_CHUNK_BYTES: i64 = 64 << 20;
 struct Wanted {
     /// Pages below this one are wanted.
     below: AtomicI64,
+    /// The page the walk was at when it last asked: pages before it are not read (a thread
+    /// fallen behind would map pages the walk has released, and nothing would release them).
+    walk_at: AtomicI64,
     stop: AtomicBool,
 }
 
@@ -30,7 +33,11 @@ impl ReadAhead {
     /// Starts reading ahead from page `from`; `None` if no thread can be started (the walk
     /// goes on without).
     pub(crate) fn start<S: LogSource + ?Sized + 'static>(log: Arc<S>, from: i64) -> Option<ReadAhead> {
-        let wanted = Arc::new(Wanted { below: AtomicI64::new(from), stop: AtomicBool::new(false) });
+        let wanted = Arc::new(Wanted {
+            below: AtomicI64::new(from),
+            walk_at: AtomicI64::new(from),
+            stop: AtomicBool::new(false),
+        });
         let mine = wanted.clone();
         // From object storage, a chunk is fetched as several blocks at once.
         let bytes = if log.is_remote() { REMOTE_CHUNK_BYTES } else { CHUNK_BYTES };
@@ -45,6 +52,10 @@ impl ReadAhead {
                         std::thread::park();
                         continue;
                     }
+                    done = done.max(mine.walk_at.load(Ordering::Acquire));
+                    if below <= done {
+                        continue;
+                    }
                     let to = below.min(done + chunk);
                     log.prefetch_pages(done, to);
                     done = to;
@@ -54,8 +65,9 @@ impl ReadAhead {
         Some(ReadAhead { wanted, thread: Some(thread) })
     }
 
-    /// Pages below `below` are wanted.
-    pub(crate) fn want(&self, below: i64) {
+    /// Pages below `below` are wanted; the walk is at page `at`.
+    pub(crate) fn want(&self, at: i64, below: i64) {
+        self.wanted.walk_at.fetch_max(at, Ordering::AcqRel);
         if self.wanted.below.fetch_max(below, Ordering::AcqRel) < below {
             if let Some(t) = &self.thread {
                 t.thread().unpark();
