@@ -1,11 +1,9 @@
 //! The schema catalog of a stream: class records learned from the log (applied when their
 //! transaction commits) and given by the user, and rows decoded with them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
-
-use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::cdc::chase::Image;
 use crate::error::Result;
@@ -377,16 +375,16 @@ crate::choices!(KeyMode, "keys", { "name_then" => KeyMode::NameThen, "name_now" 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Catalog {
     #[serde(serialize_with = "crate::format::sorted::map")]
-    classes: FxHashMap<Oid, ClassSchema>,
+    classes: HashMap<Oid, ClassSchema>,
     /// Partition class → its partitioned (root) class.
     #[serde(serialize_with = "crate::format::sorted::map")]
-    parent: FxHashMap<Oid, Oid>,
+    parent: HashMap<Oid, Oid>,
     #[serde(serialize_with = "crate::format::sorted::set")]
-    dropped: FxHashSet<Oid>,
+    dropped: HashSet<Oid>,
     /// Every name each class had, oldest first (RENAME TABLE); the last is its current one,
     /// shared with the events that name it (no copy per event).
     #[serde(serialize_with = "crate::format::sorted::map")]
-    names: FxHashMap<Oid, Vec<Arc<str>>>,
+    names: HashMap<Oid, Vec<Arc<str>>>,
 }
 
 impl Catalog {
@@ -634,7 +632,11 @@ impl Catalog {
     ) -> std::result::Result<DecodedRow, String> {
         let (rep, values, problems) = self.decode_row(class, img)?;
         // Rows of the current representation (nearly all) are keyed by its own names.
-        let current = self.classes.get(&class).is_some_and(|c| c.current_repid == rep.repid);
+        let current = self
+            .classes
+            .get(&class)
+            .and_then(|c| c.representations.get(&c.current_repid))
+            .is_some_and(|r| std::ptr::eq(r, rep));
         let renamed = match keys {
             KeyMode::Id => None,
             KeyMode::NameThen if current => None,

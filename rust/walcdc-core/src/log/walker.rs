@@ -146,7 +146,8 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             None => Lsa::new(log.nxarv_pageid(), 0),
         };
         let log_page_size = log.page_size() as i64;
-        let archived_below = log.nxarv_pageid();
+        // Never past the append position, whatever a damaged header says of its archives.
+        let archived_below = log.nxarv_pageid().min(must_exist_until.pageid);
         let start = match start {
             Some(s) => {
                 if s.is_null() || s.pageid < 0 {
@@ -314,7 +315,7 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
                 self.read_ahead = ReadAhead::start(self.log.clone(), pageid);
             }
             if let Some(r) = &self.read_ahead {
-                r.want(to);
+                r.want(pageid, to);
             }
             self.prefetched_below = to;
         }
@@ -324,7 +325,8 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
     /// follows it is written (the next record's header, or the end marker, points back to it),
     /// and read again then, so that no half-copied record is ever returned; a page failing its
     /// checksum, or anything unreadable past the header's append position, ends the walk at
-    /// [`EndReason::LiveTail`] instead of failing it.
+    /// [`EndReason::LiveTail`] instead of failing it. A record followed by one on a page that was
+    /// archived (below the append position) when the walk began is read as in a finished log.
     pub fn follow(mut self) -> Walker<S> {
         self.live = true;
         self
