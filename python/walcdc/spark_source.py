@@ -211,7 +211,8 @@ def _partitions(options: Dict[str, str]) -> Optional[int]:
 def _split_bytes(options: Dict[str, str]) -> int:
     from walcdc.spark.plan import DEFAULT_SPLIT_BYTES
 
-    return _int_option(options, "split_bytes", DEFAULT_SPLIT_BYTES, least=1)
+    split = _int_option(options, "split_bytes", DEFAULT_SPLIT_BYTES, least=1)
+    return DEFAULT_SPLIT_BYTES if split is None else split
 
 
 def _cursor(offset: Dict[str, Any]):
