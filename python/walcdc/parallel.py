@@ -14,7 +14,7 @@ import queue
 import threading
 from typing import Callable, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
-__all__ = ["clip", "default_threads", "ordered", "split_bytes_for"]
+__all__ = ["clip", "default_threads", "holds", "ordered", "split_bytes_for"]
 
 T = TypeVar("T")
 Range = Tuple[Optional[int], Optional[int]]
@@ -54,6 +54,11 @@ def clip(ranges: Iterable[Range], start: Optional[int], end: Optional[int]) -> L
             e = end
         out.append((s, e))
     return out
+
+
+def holds(start: Optional[int], end: Optional[int], at: Optional[int]) -> bool:
+    """Whether the range ``[start, end)`` (LSA keys; None is open) holds ``at`` (None: no)."""
+    return at is not None and (start is None or start <= at) and (end is None or at < end)
 
 
 class _Done:

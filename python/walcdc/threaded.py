@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import pyarrow as pa
 
 from walcdc.logset import LogSet
-from walcdc.parallel import ordered, split_bytes_for
+from walcdc.parallel import holds, ordered, split_bytes_for
 from walcdc.plan import (
     catalog_of,
     catalog_ranges,
@@ -152,8 +152,6 @@ class ThreadedChanges:
         memo = native.ChainMemo()
 
         def read(s, e):
-            holds = first_skipped is not None and (s is None or s <= first_skipped)
-            holds = holds and (e is None or first_skipped < e)
             reader = native.range_changes(
                 log._native,
                 options,
@@ -162,7 +160,7 @@ class ThreadedChanges:
                 e,
                 skip_commits_upto=last_commit,
                 skip_before=position,
-                skip_events=offset if holds else 0,
+                skip_events=offset if holds(s, e, first_skipped) else 0,
                 columns=columns,
                 batch_size=batch_size,
                 by_table=by_table,

@@ -11,6 +11,7 @@ from typing import Callable, Iterator, List, Optional, Tuple
 import pyarrow as pa
 
 from walcdc.logset import Volumes
+from walcdc.parallel import holds
 from walcdc.spark.types import cast_batch
 
 Range = Tuple[Optional[int], Optional[int]]
@@ -99,8 +100,6 @@ def span_changes(
     last_commit, offset, position = skip
     memo = native.ChainMemo()  # what a span learns reading transactions back, for the next
     for s, e in spans(ranges):
-        holds = first_skipped is not None and (s is None or s <= first_skipped)
-        holds = holds and (e is None or first_skipped < e)
         batches = native.range_changes(
             log._native,
             native_options,
@@ -109,7 +108,7 @@ def span_changes(
             e,
             skip_commits_upto=last_commit,
             skip_before=position,
-            skip_events=offset if holds else 0,
+            skip_events=offset if holds(s, e, first_skipped) else 0,
             columns=columns,
             chain_memo=memo,
         )
