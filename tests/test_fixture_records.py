@@ -101,6 +101,14 @@ def test_records_equal_engine_dump(name):
     assert info["end_lsa"] == end
     assert info["first_lsa"] == dump[0].lsa
     assert info["last_lsa"] == dump[-1].lsa
+    # Original lengths (a zipped payload's from its prefix, read with the record when its page is
+    # at hand, else fetched) are the lengths of the payloads as unzipped, record for record.
+    cols = ["lsa", "undo_length", "redo_length", "undo", "redo"]
+    payloads = log.records(payloads=True, columns=cols).read_all()
+    assert payloads.column("lsa").equals(table.column("lsa"))
+    for side in ("undo", "redo"):
+        lengths = pc.binary_length(payloads.column(side)).cast(pa.uint32())
+        assert payloads.column(f"{side}_length").equals(lengths), f"{name}: {side}_length"
 
 
 def test_crash_ignores_stale_header_and_stops_before_recovery():

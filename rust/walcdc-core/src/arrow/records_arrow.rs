@@ -2,13 +2,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::ArrayBuilder;
-use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Int16Builder, Int32Builder, Int8Builder, TimestampSecondBuilder, UInt32Builder,
-    UInt64Builder,
+use arrow_array::builder::BinaryBuilder;
+use arrow_array::types::{
+    ArrowPrimitiveType, Int16Type, Int32Type, Int8Type, TimestampSecondType, UInt32Type, UInt64Type,
 };
-use arrow_array::types::{Int16Type, Int8Type};
-use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray};
+use arrow_buffer::{BooleanBuffer, NullBufferBuilder, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::Result;
@@ -57,6 +56,50 @@ pub fn records_schema(with_payloads: bool) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
+/// One primitive column being filled: its values in a `Vec` that becomes the Arrow buffer
+/// without a copy, its validity kept only once a null appears. Cheaper per value than Arrow's
+/// builders, whose appends are calls; a record fills twenty of these.
+struct Column<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+    nulls: NullBufferBuilder,
+}
+
+impl<T: ArrowPrimitiveType> Column<T> {
+    fn new() -> Self {
+        Column { values: Vec::new(), nulls: NullBufferBuilder::new(0) }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, v: T::Native) {
+        self.values.push(v);
+        self.nulls.append_non_null();
+    }
+
+    #[inline(always)]
+    fn push_option(&mut self, v: Option<T::Native>) {
+        match v {
+            Some(v) => self.push(v),
+            None => {
+                self.values.push(T::Native::default());
+                self.nulls.append_null();
+            }
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        self.values.reserve(rows);
+    }
+
+    fn finish(&mut self) -> PrimitiveArray<T> {
+        let values = ScalarBuffer::from(std::mem::take(&mut self.values));
+        PrimitiveArray::new(values, self.nulls.finish())
+    }
+}
+
+/// Rows reserved in each column when a batch starts (at most: a caller's batch size is not an
+/// allocation), so that a batch's columns are not copied as they grow.
+const RESERVED_ROWS: usize = 1 << 16;
+
 /// Fills the columns of `records()` one record at a time (only those asked for).
 pub struct RecordsBuilder {
     schema: SchemaRef,
@@ -65,27 +108,27 @@ pub struct RecordsBuilder {
     type_values: ArrayRef,
     rcv_values: ArrayRef,
     file_values: ArrayRef,
-    lsa: UInt64Builder,
-    forw: UInt64Builder,
-    back: UInt64Builder,
-    prev: UInt64Builder,
-    trid: Int32Builder,
-    rectype: Int8Builder,
-    rcv: Int32Builder,
-    rcv_name: Int16Builder,
-    volid: Int16Builder,
-    pageid: Int32Builder,
-    offset: Int16Builder,
-    undo_len: UInt32Builder,
-    redo_len: UInt32Builder,
-    undo_stored: UInt32Builder,
-    redo_stored: UInt32Builder,
-    undo_zip: BooleanBuilder,
-    redo_zip: BooleanBuilder,
-    supp: Int8Builder,
-    at_time: TimestampSecondBuilder,
-    size: UInt32Builder,
-    file: Int16Builder,
+    lsa: Column<UInt64Type>,
+    forw: Column<UInt64Type>,
+    back: Column<UInt64Type>,
+    prev: Column<UInt64Type>,
+    trid: Column<Int32Type>,
+    rectype: Column<Int8Type>,
+    rcv: Column<Int32Type>,
+    rcv_name: Column<Int16Type>,
+    volid: Column<Int16Type>,
+    pageid: Column<Int32Type>,
+    offset: Column<Int16Type>,
+    undo_len: Column<UInt32Type>,
+    redo_len: Column<UInt32Type>,
+    undo_stored: Column<UInt32Type>,
+    redo_stored: Column<UInt32Type>,
+    undo_zip: Vec<bool>,
+    redo_zip: Vec<bool>,
+    supp: Column<Int8Type>,
+    at_time: Column<TimestampSecondType>,
+    size: Column<UInt32Type>,
+    file: Column<Int16Type>,
     payloads: Option<(BinaryBuilder, BinaryBuilder, Vec<u8>, Vec<u8>)>,
     /// Payload bytes in the batch being built, and the most a batch takes (a binary column's
     /// offsets are 32-bit, and a batch's memory should not grow with what a record claims).
@@ -179,27 +222,27 @@ impl RecordsBuilder {
             type_values,
             rcv_values,
             file_values,
-            lsa: UInt64Builder::new(),
-            forw: UInt64Builder::new(),
-            back: UInt64Builder::new(),
-            prev: UInt64Builder::new(),
-            trid: Int32Builder::new(),
-            rectype: Int8Builder::new(),
-            rcv: Int32Builder::new(),
-            rcv_name: Int16Builder::new(),
-            volid: Int16Builder::new(),
-            pageid: Int32Builder::new(),
-            offset: Int16Builder::new(),
-            undo_len: UInt32Builder::new(),
-            redo_len: UInt32Builder::new(),
-            undo_stored: UInt32Builder::new(),
-            redo_stored: UInt32Builder::new(),
-            undo_zip: BooleanBuilder::new(),
-            redo_zip: BooleanBuilder::new(),
-            supp: Int8Builder::new(),
-            at_time: TimestampSecondBuilder::new().with_timezone("UTC"),
-            size: UInt32Builder::new(),
-            file: Int16Builder::new(),
+            lsa: Column::new(),
+            forw: Column::new(),
+            back: Column::new(),
+            prev: Column::new(),
+            trid: Column::new(),
+            rectype: Column::new(),
+            rcv: Column::new(),
+            rcv_name: Column::new(),
+            volid: Column::new(),
+            pageid: Column::new(),
+            offset: Column::new(),
+            undo_len: Column::new(),
+            redo_len: Column::new(),
+            undo_stored: Column::new(),
+            redo_stored: Column::new(),
+            undo_zip: Vec::new(),
+            redo_zip: Vec::new(),
+            supp: Column::new(),
+            at_time: Column::new(),
+            size: Column::new(),
+            file: Column::new(),
             payloads: with_payloads.then(|| (BinaryBuilder::new(), BinaryBuilder::new(), Vec::new(), Vec::new())),
             payload_bytes: 0,
             max_payload_bytes: MAX_BATCH_PAYLOAD_BYTES,
@@ -213,7 +256,68 @@ impl RecordsBuilder {
     }
 
     pub fn len(&self) -> usize {
-        self.lsa.len()
+        self.lsa.values.len()
+    }
+
+    /// Room for `rows` more rows in every column built (up to [`RESERVED_ROWS`]).
+    fn reserve(&mut self, rows: usize) {
+        let rows = rows.min(RESERVED_ROWS);
+        let w = self.want;
+        self.lsa.reserve(rows);
+        if w[FORW] {
+            self.forw.reserve(rows);
+        }
+        if w[BACK] {
+            self.back.reserve(rows);
+        }
+        if w[PREV] {
+            self.prev.reserve(rows);
+        }
+        if w[TRID] {
+            self.trid.reserve(rows);
+        }
+        if w[TYPE] {
+            self.rectype.reserve(rows);
+        }
+        if w[RCV] || w[RCV_NAME] {
+            self.rcv.reserve(rows);
+            self.rcv_name.reserve(rows);
+        }
+        if w[VOLID] || w[PAGEID] || w[OFFSET] {
+            self.volid.reserve(rows);
+            self.pageid.reserve(rows);
+            self.offset.reserve(rows);
+        }
+        if w[UNDO_LEN] {
+            self.undo_len.reserve(rows);
+        }
+        if w[REDO_LEN] {
+            self.redo_len.reserve(rows);
+        }
+        if w[UNDO_STORED] {
+            self.undo_stored.reserve(rows);
+        }
+        if w[REDO_STORED] {
+            self.redo_stored.reserve(rows);
+        }
+        if w[UNDO_ZIP] {
+            self.undo_zip.reserve(rows);
+        }
+        if w[REDO_ZIP] {
+            self.redo_zip.reserve(rows);
+        }
+        if w[SUPP] {
+            self.supp.reserve(rows);
+        }
+        if w[AT_TIME] {
+            self.at_time.reserve(rows);
+        }
+        if w[SIZE] {
+            self.size.reserve(rows);
+        }
+        if w[FILE] {
+            self.file.reserve(rows);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -222,71 +326,70 @@ impl RecordsBuilder {
 
     pub fn append(&mut self, log: &dyn LogSource, r: &Record) -> Result<()> {
         let w = &self.want;
-        self.lsa.append_value(r.lsa.to_key());
+        self.lsa.push(r.lsa.to_key());
         if w[FORW] {
-            self.forw.append_option(r.forw_lsa.key_or_none());
+            self.forw.push_option(r.forw_lsa.key_or_none());
         }
         if w[BACK] {
-            self.back.append_option(r.back_lsa.key_or_none());
+            self.back.push_option(r.back_lsa.key_or_none());
         }
         if w[PREV] {
-            self.prev.append_option(r.prev_tranlsa.key_or_none());
+            self.prev.push_option(r.prev_tranlsa.key_or_none());
         }
         if w[TRID] {
-            self.trid.append_value(r.trid);
+            self.trid.push(r.trid);
         }
         if w[TYPE] {
-            self.rectype.append_value(r.rectype as i8);
+            self.rectype.push(r.rectype as i8);
         }
         if w[RCV] || w[RCV_NAME] {
             let rcv = r.rcvindex();
-            self.rcv.append_option(rcv);
-            self.rcv_name
-                .append_option(rcv.filter(|&i| i >= 0 && (i as usize) < RCVINDEX_NAMES.len()).map(|i| i as i16));
+            self.rcv.push_option(rcv);
+            self.rcv_name.push_option(rcv.filter(|&i| i >= 0 && (i as usize) < RCVINDEX_NAMES.len()).map(|i| i as i16));
         }
         if w[VOLID] || w[PAGEID] || w[OFFSET] {
             match r.data_page() {
                 Some((v, p, o)) => {
-                    self.volid.append_value(v);
-                    self.pageid.append_value(p);
-                    self.offset.append_value(o);
+                    self.volid.push(v);
+                    self.pageid.push(p);
+                    self.offset.push(o);
                 }
                 None => {
-                    self.volid.append_null();
-                    self.pageid.append_null();
-                    self.offset.append_null();
+                    self.volid.push_option(None);
+                    self.pageid.push_option(None);
+                    self.offset.push_option(None);
                 }
             }
         }
         if w[UNDO_LEN] {
-            self.undo_len.append_value(log.original_len(&r.undo)?);
+            self.undo_len.push(log.original_len(&r.undo)?);
         }
         if w[REDO_LEN] {
-            self.redo_len.append_value(log.original_len(&r.redo)?);
+            self.redo_len.push(log.original_len(&r.redo)?);
         }
         if w[UNDO_STORED] {
-            self.undo_stored.append_value(r.undo.stored_len);
+            self.undo_stored.push(r.undo.stored_len);
         }
         if w[REDO_STORED] {
-            self.redo_stored.append_value(r.redo.stored_len);
+            self.redo_stored.push(r.redo.stored_len);
         }
         if w[UNDO_ZIP] {
-            self.undo_zip.append_value(r.undo.zipped);
+            self.undo_zip.push(r.undo.zipped);
         }
         if w[REDO_ZIP] {
-            self.redo_zip.append_value(r.redo.zipped);
+            self.redo_zip.push(r.redo.zipped);
         }
         if w[SUPP] {
-            self.supp.append_option(r.supplement_type().map(|t| t as i8));
+            self.supp.push_option(r.supplement_type().map(|t| t as i8));
         }
         if w[AT_TIME] {
-            self.at_time.append_option(r.at_time());
+            self.at_time.push_option(r.at_time());
         }
         if w[SIZE] {
-            self.size.append_value(r.size_in_log(log.page_size()).min(u32::MAX as u64) as u32);
+            self.size.push(r.size_in_log(log.page_size()).min(u32::MAX as u64) as u32);
         }
         if w[FILE] {
-            self.file.append_value(r.vol as i16);
+            self.file.push(r.vol as i16);
         }
         if let Some((ub, rb, undo, redo)) = &mut self.payloads {
             log.images(r, undo, redo)?;
@@ -312,18 +415,24 @@ impl RecordsBuilder {
         self.carry.map(|r| r.lsa)
     }
 
-    fn dict8(keys: &mut Int8Builder, values: &ArrayRef) -> ArrayRef {
+    fn dict8(keys: &mut Column<Int8Type>, values: &ArrayRef) -> ArrayRef {
         Arc::new(DictionaryArray::<Int8Type>::try_new(keys.finish(), values.clone()).expect("keys in range"))
     }
 
-    fn dict16(keys: &mut Int16Builder, values: &ArrayRef) -> ArrayRef {
+    fn dict16(keys: &mut Column<Int16Type>, values: &ArrayRef) -> ArrayRef {
         Arc::new(DictionaryArray::<Int16Type>::try_new(keys.finish(), values.clone()).expect("keys in range"))
+    }
+
+    fn booleans(values: &mut Vec<bool>) -> ArrayRef {
+        let array = BooleanArray::new(BooleanBuffer::collect_bool(values.len(), |i| values[i]), None);
+        values.clear();
+        Arc::new(array)
     }
 
     /// Takes the rows appended so far as one batch.
     pub fn finish(&mut self) -> RecordBatch {
         self.payload_bytes = 0;
-        let n = self.lsa.len();
+        let n = self.len();
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(self.lsa.finish()),
             Arc::new(self.forw.finish()),
@@ -340,10 +449,10 @@ impl RecordsBuilder {
             Arc::new(self.redo_len.finish()),
             Arc::new(self.undo_stored.finish()),
             Arc::new(self.redo_stored.finish()),
-            Arc::new(self.undo_zip.finish()),
-            Arc::new(self.redo_zip.finish()),
+            Self::booleans(&mut self.undo_zip),
+            Self::booleans(&mut self.redo_zip),
             Arc::new(self.supp.finish()),
-            Arc::new(self.at_time.finish()),
+            Arc::new(self.at_time.finish().with_timezone("UTC")),
             Arc::new(self.size.finish()),
             Self::dict16(&mut self.file, &self.file_values),
         ];
@@ -360,6 +469,9 @@ impl RecordsBuilder {
 /// Walks up to `max_rows` records into one batch; `None` once the walk is over.
 pub fn next_batch(walker: &mut Walker, builder: &mut RecordsBuilder, max_rows: usize) -> Result<Option<RecordBatch>> {
     let log = walker.log().clone();
+    if builder.is_empty() {
+        builder.reserve(max_rows);
+    }
     if let Some(r) = builder.carry.take() {
         builder.append(&*log, &r)?;
     }

@@ -52,10 +52,14 @@ pub fn original_len<S: PageSource + ?Sized>(src: &S, p: &Payload) -> Result<u32>
     if p.stored_len < 4 {
         return Err(payload_error(src, p, format!("zipped payload of {} bytes has no length prefix", p.stored_len)));
     }
-    let mut scratch = Vec::new();
-    let head = Payload { stored_len: 4, zipped: false, ..*p };
-    let b = stored_bytes(src, &head, &mut scratch)?;
-    let orig = le::u32_at(b, 0);
+    let orig = match p.prefix {
+        Some(orig) => orig,
+        None => {
+            let mut scratch = Vec::new();
+            let head = Payload { stored_len: 4, zipped: false, prefix: None, ..*p };
+            le::u32_at(stored_bytes(src, &head, &mut scratch)?, 0)
+        }
+    };
     check_zip_prefix(orig as u64, p.stored_len as usize - 4).map_err(|m| payload_error(src, p, m))?;
     Ok(orig)
 }

@@ -2,7 +2,7 @@
 //! redo payloads lie, following the writer's placement rules exactly.
 
 use crate::error::{LogError, Result};
-use crate::format::le::{i16_at, i32_at, i64_at, lsa_at};
+use crate::format::le::{i16_at, i32_at, i64_at, lsa_at, u32_at};
 use crate::format::lsa::Lsa;
 use crate::format::page::PAGE_HEADER_SIZE;
 use crate::format::rectype::{self, *};
@@ -31,6 +31,10 @@ pub struct Payload {
     pub stored_len: u32,
     /// LZ4-compressed: `[u32 original length][LZ4 block]`.
     pub zipped: bool,
+    /// A zipped payload's original-length prefix, when the parse held the page it lies on (it
+    /// saves a caller that wants only lengths a second fetch); unchecked, see
+    /// [`crate::log::payload::original_len`].
+    pub prefix: Option<u32>,
 }
 
 /// One log record: its header, its data header (raw bytes, decoded by the accessors below) and
@@ -331,9 +335,12 @@ pub fn parse_record_into<S: PageSource + ?Sized>(
     let dh = &mut out.dh;
     // Highest page verified so far; payload pages after it are fetched (and so checked).
     let mut checked = lsa.pageid;
+    // The last page fetched (a payload usually starts on it).
+    let mut held = (lsa.pageid, page);
     if dh_len > 0 {
         pos = layout::advance_if_not_fit(pos, dh_len, area);
         let dpage = if pos.pageid == lsa.pageid { page } else { fetch_for(src, pos.pageid, false)? };
+        held = (pos.pageid, dpage);
         checked = pos.pageid;
         let s = PAGE_HEADER_SIZE + pos.off;
         dh[..dh_len].copy_from_slice(&dpage.bytes[s..s + dh_len]);
@@ -372,10 +379,16 @@ pub fn parse_record_into<S: PageSource + ?Sized>(
             reach = reach.max(end.pageid);
             *pos = layout::align(end, area);
         }
-        Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped }
+        Payload { start: start.lsa(), record: lsa, record_vol, stored_len: len, zipped, prefix: None }
     };
-    let undo = place(u_len, u_zip, &mut pos);
-    let redo = place(r_len, r_zip, &mut pos);
+    let mut undo = place(u_len, u_zip, &mut pos);
+    let mut redo = place(r_len, r_zip, &mut pos);
+    for p in [&mut undo, &mut redo] {
+        let at = p.start.offset as usize;
+        if p.zipped && p.stored_len >= 4 && at + 4 <= area && p.start.pageid == held.0 {
+            p.prefix = Some(u32_at(held.1.bytes, PAGE_HEADER_SIZE + at));
+        }
+    }
     for p in checked + 1..=reach {
         fetch_for(src, p, false)?;
     }
