@@ -294,6 +294,17 @@ pub fn parse_record<S: PageSource + ?Sized>(src: &S, lsa: Lsa) -> std::result::R
     parse_record_into(src, lsa, &mut rec).map(|()| rec)
 }
 
+/// A payload's stored length and whether it is zipped, from its raw length field (None: the
+/// sign bit set where the record type never zips, a negative length).
+#[inline(always)]
+fn stored_length(raw: u32, zips: bool) -> Option<(u32, bool)> {
+    match (raw & ZIP_BIT != 0, zips) {
+        (true, true) => Some((raw & !ZIP_BIT, true)),
+        (true, false) => None,
+        (false, _) => Some((raw, false)),
+    }
+}
+
 /// As [`parse_record`], into `out` (a walker's own record: nothing is moved per record). On an
 /// error `out` holds nothing of use.
 pub fn parse_record_into<S: PageSource + ?Sized>(
@@ -349,17 +360,10 @@ pub fn parse_record_into<S: PageSource + ?Sized>(
 
     let (u_raw, r_raw) = raw_payload_lengths(rectype, &dh[..dh_len]);
     let zips = may_zip(rectype);
-    let stored = |raw: u32| -> std::result::Result<(u32, bool), ParseProblem> {
-        if zips && raw & ZIP_BIT != 0 {
-            Ok((raw & !ZIP_BIT, true))
-        } else if raw & ZIP_BIT != 0 {
-            Err(ParseProblem::Invalid(format!("negative payload length {}", raw as i32)))
-        } else {
-            Ok((raw, false))
-        }
+    let (Some((u_len, u_zip)), Some((r_len, r_zip))) = (stored_length(u_raw, zips), stored_length(r_raw, zips)) else {
+        let raw = if stored_length(u_raw, zips).is_none() { u_raw } else { r_raw };
+        return Err(ParseProblem::Invalid(format!("negative payload length {}", raw as i32)));
     };
-    let (u_len, u_zip) = stored(u_raw)?;
-    let (r_len, r_zip) = stored(r_raw)?;
     // A length no volume set can hold is a lie; reject it before touching any page.
     let limit = src.total_bytes();
     if u_len as u64 + r_len as u64 > limit {
