@@ -91,13 +91,20 @@ impl<T: ArrowPrimitiveType> Column<T> {
     }
 
     fn finish(&mut self) -> PrimitiveArray<T> {
-        let values = ScalarBuffer::from(std::mem::take(&mut self.values));
+        let mut values = std::mem::take(&mut self.values);
+        // The batch keeps its buffer: a short batch (a small range, the last of a walk) must
+        // not hold the room reserved for a full one.
+        if values.capacity() > 2 * values.len() {
+            values.shrink_to_fit();
+        }
+        let values = ScalarBuffer::from(values);
         PrimitiveArray::new(values, self.nulls.finish())
     }
 }
 
 /// Rows reserved in each column when a batch starts (at most: a caller's batch size is not an
-/// allocation), so that a batch's columns are not copied as they grow.
+/// allocation), so that a batch's columns are not copied as they grow; a short batch gives
+/// back what it did not use when it is taken.
 const RESERVED_ROWS: usize = 1 << 16;
 
 /// Fills the columns of `records()` one record at a time (only those asked for).
@@ -259,9 +266,9 @@ impl RecordsBuilder {
         self.lsa.values.len()
     }
 
-    /// Room for `rows` more rows in every column built (up to [`RESERVED_ROWS`]).
-    fn reserve(&mut self, rows: usize) {
-        let rows = rows.min(RESERVED_ROWS);
+    /// Room in every column built for a batch of `max_rows` (up to [`RESERVED_ROWS`]).
+    fn reserve(&mut self, max_rows: usize) {
+        let rows = max_rows.min(RESERVED_ROWS);
         let w = self.want;
         self.lsa.reserve(rows);
         if w[FORW] {
@@ -528,5 +535,26 @@ mod tests {
         // Every record once, in order; 6 MiB of payloads in batches of at most 2.5 MiB.
         assert_eq!(seen, lsas.iter().map(|l| l.to_key()).collect::<Vec<_>>());
         assert!(batches >= 3, "{batches} batches");
+    }
+
+    #[test]
+    fn a_short_batch_holds_only_its_rows() {
+        // Thousands of small ranges each give a short batch, and a caller may keep them all
+        // (`read_all`): a batch must not hold the room reserved for a full one.
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = LogWriter::new(WriterConfig { active_pages: 64, archive_pages: 64, ..Default::default() }).unwrap();
+        for i in 0..5 {
+            w.append(1, LOG_UNDO_DATA, &DataFields::default(), b"row", &[], i % 2 == 0, false).unwrap();
+        }
+        w.finish(dir.path()).unwrap();
+        let log = Arc::new(LogSet::open(&[dir.path()]).unwrap());
+        let mut builder = RecordsBuilder::new(&*log, false);
+        for _ in 0..3 {
+            let mut walker = Walker::new(log.clone(), None, None, OnEncrypted::Raise).unwrap();
+            let batch = next_batch(&mut walker, &mut builder, 1 << 16).unwrap().unwrap();
+            assert!(batch.num_rows() >= 5);
+            let bytes = batch.get_array_memory_size();
+            assert!(bytes < 16 << 10, "{bytes} bytes for {} rows", batch.num_rows());
+        }
     }
 }
