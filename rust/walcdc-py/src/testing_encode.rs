@@ -109,7 +109,7 @@ fn representation_of(repid: i32, columns: &Bound<'_, PyList>) -> PyResult<Repres
         )));
     }
     let n_var = attributes.len() - n_fixed;
-    Ok(Representation { repid, attributes, n_fixed, n_var })
+    Ok(Representation { repid, attributes, n_fixed, n_var, json_keys: Default::default() })
 }
 
 /// `encode_class_record(name, class_oid, current_repid, representations, subclasses=(), flags=0,

@@ -417,6 +417,7 @@ impl Catalog {
                             .collect();
                         let current = merged.current_repid;
                         for rep in merged.representations.values_mut().filter(|r| r.repid != current) {
+                            rep.json_keys = Default::default(); // its names change below
                             let earlier = old.representations.get(&rep.repid);
                             for a in rep.attributes.iter_mut() {
                                 let was = earlier
@@ -485,7 +486,8 @@ impl Catalog {
             .collect();
         let rid = repid.unwrap_or(ANY_REPID);
         let mut representations = HashMap::new();
-        representations.insert(rid, Representation { repid: rid, attributes, n_fixed, n_var });
+        representations
+            .insert(rid, Representation { repid: rid, attributes, n_fixed, n_var, json_keys: Default::default() });
         self.add(ClassSchema {
             oid,
             name: name.to_string(),
@@ -643,19 +645,20 @@ impl Catalog {
             KeyMode::NameThen => self.current_names(class),
             KeyMode::NameNow => now.unwrap_or(self).current_names(class),
         };
-        let order = |a: &Attribute| (if a.def_order < 0 { i32::MAX } else { a.def_order }, a.id);
-        let mut by_order: Vec<usize> = (0..rep.attributes.len().min(values.len())).collect();
-        by_order.sort_by_key(|&i| order(&rep.attributes[i]));
+        let plan = rep.json_keys();
+        // The representation's own names, escaped once, unless the keys are ids or other names.
+        let own_names = renamed.is_none() && !matches!(keys, KeyMode::Id);
         let mut json = String::with_capacity(64 + img.row.len() * 2);
-        let mut columns = Vec::with_capacity(by_order.len());
+        let mut columns = Vec::with_capacity(plan.order.len());
         json.push('{');
-        for (n, i) in by_order.into_iter().enumerate() {
+        for (n, &i) in plan.order.iter().filter(|&&i| i < values.len()).enumerate() {
             let a = &rep.attributes[i];
             if n > 0 {
                 json.push(',');
             }
             let key_at = json.len();
             match keys {
+                _ if own_names => json.push_str(&plan.names[i]),
                 KeyMode::Id => {
                     let _ = write!(json, "\"{}\"", a.id);
                 }

@@ -143,6 +143,70 @@ pub struct Representation {
     pub attributes: Vec<Attribute>,
     pub n_fixed: usize,
     pub n_var: usize,
+    /// Made from `attributes` on first use (see [`Representation::json_keys`]).
+    #[serde(skip)]
+    pub json_keys: JsonKeysOnce,
+}
+
+impl Representation {
+    /// The attributes in the user's column order and their names as JSON keys: what every row
+    /// of this representation is written with, made once (not sorted and escaped per row).
+    pub fn json_keys(&self) -> &JsonKeys {
+        self.json_keys.0.get_or_init(|| {
+            let key = |i: usize| {
+                let a = &self.attributes[i];
+                (if a.def_order < 0 { i32::MAX } else { a.def_order }, a.id)
+            };
+            let mut order: Vec<usize> = (0..self.attributes.len()).collect();
+            order.sort_by_key(|&i| key(i));
+            let names = self
+                .attributes
+                .iter()
+                .map(|a| {
+                    let mut k = String::with_capacity(a.name.len() + 2);
+                    crate::format::row::text::push_json_str(&mut k, &a.name);
+                    k.into_boxed_str()
+                })
+                .collect();
+            JsonKeys { order, names }
+        })
+    }
+}
+
+/// See [`Representation::json_keys`].
+#[derive(Debug)]
+pub struct JsonKeys {
+    /// Attribute positions in the user's column order (`def_order`, then id; a negative
+    /// `def_order` last).
+    pub order: Vec<usize>,
+    /// Each attribute's name as a JSON string (quoted and escaped), by position.
+    pub names: Vec<Box<str>>,
+}
+
+/// A representation's [`JsonKeys`], made on first use. Not part of what a representation is:
+/// equal whatever it holds, and a clone starts empty (so that a clone whose attributes are then
+/// changed never keys rows by the original's names).
+#[derive(Default)]
+pub struct JsonKeysOnce(std::sync::OnceLock<JsonKeys>);
+
+impl Clone for JsonKeysOnce {
+    fn clone(&self) -> Self {
+        JsonKeysOnce::default()
+    }
+}
+
+impl PartialEq for JsonKeysOnce {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for JsonKeysOnce {}
+
+impl std::fmt::Debug for JsonKeysOnce {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JsonKeysOnce")
+    }
 }
 
 /// What a class record says about a table.
@@ -161,4 +225,38 @@ pub struct ClassSchema {
     pub flags: i32,
     /// 0 table, 1 view.
     pub class_type: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attribute(id: i32, name: &str, def_order: i32) -> Attribute {
+        Attribute {
+            id,
+            name: name.into(),
+            def_order,
+            domain: Domain::default(),
+            primary_key: false,
+            default_value: None,
+        }
+    }
+
+    #[test]
+    fn json_keys_follow_the_users_column_order_and_are_escaped_once() {
+        // Storage order: fixed first; the user's order by def_order, then id; negative last.
+        let attributes =
+            vec![attribute(7, "b", 1), attribute(3, "q\"x", -1), attribute(5, "a", 0), attribute(2, "c", 1)];
+        let rep = Representation { repid: 1, attributes, n_fixed: 2, n_var: 2, json_keys: Default::default() };
+        let keys = rep.json_keys();
+        assert_eq!(keys.order, vec![2, 3, 0, 1]);
+        assert_eq!(keys.names.iter().map(|k| &**k).collect::<Vec<_>>(), ["\"b\"", "\"q\\\"x\"", "\"a\"", "\"c\""]);
+        assert!(std::ptr::eq(keys, rep.json_keys()), "made once");
+        // A clone starts empty: changed after cloning, it is keyed by its own names.
+        let mut renamed = rep.clone();
+        assert_eq!(renamed, rep);
+        renamed.attributes[0].name = "B".into();
+        assert_eq!(&*renamed.json_keys().names[0], "\"B\"");
+        assert_eq!(&*rep.json_keys().names[0], "\"b\"");
+    }
 }

@@ -673,6 +673,7 @@ mod tests {
                 .collect(),
             n_fixed,
             n_var: cols.len() - n_fixed,
+            json_keys: Default::default(),
         }
     }
 
