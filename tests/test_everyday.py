@@ -651,6 +651,9 @@ def test_the_package_loads_its_names_on_first_use():
 # The console script, with a Ctrl-C delivered as the module named in argv[1] is imported.
 INTERRUPT_AT_IMPORT = """
 import os, signal, sys
+# As in a terminal: Python's own handler, even where this process was started with SIGINT
+# ignored (an `&` without job control), where no Ctrl-C could arrive.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 at = sys.argv.pop(1)
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
