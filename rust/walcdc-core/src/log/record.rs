@@ -388,7 +388,7 @@ pub fn parse_record_into<S: PageSource + ?Sized>(
     let mut undo = place(u_len, u_zip, &mut pos);
     let mut redo = place(r_len, r_zip, &mut pos);
     for p in [&mut undo, &mut redo] {
-        let at = p.start.offset as usize;
+        let Ok(at) = usize::try_from(p.start.offset) else { continue };
         if p.zipped && p.stored_len >= 4 && at + 4 <= area && p.start.pageid == held.0 {
             p.prefix = Some(u32_at(held.1.bytes, PAGE_HEADER_SIZE + at));
         }
