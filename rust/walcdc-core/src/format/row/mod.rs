@@ -641,6 +641,17 @@ mod tests {
     }
 
     #[test]
+    fn integers_are_written_as_display_writes_them() {
+        let d = dom(db_type::BIGINT, 0, 0, 0);
+        for i in [i64::MIN, i64::MIN + 1, -1_000_000_007, -10, -9, -1, 0, 1, 9, 10, 99, 100, i32::MAX as i64, i64::MAX]
+        {
+            let mut out = String::from("[");
+            text::value_json_into(&mut out, &Value::Int(i), &d);
+            assert_eq!(out, format!("[{i}"));
+        }
+    }
+
+    #[test]
     fn string_values_are_json_whatever_their_bytes() {
         let utf8 = dom(db_type::STRING, 10, 0, 5);
         let s = |bytes: &[u8], codeset| Value::String { bytes: bytes.to_vec(), codeset };

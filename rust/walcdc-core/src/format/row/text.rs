@@ -240,9 +240,8 @@ pub fn value_json(v: &Value, domain: &Domain) -> String {
 pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
     match v {
         Value::Null | Value::Unknown { .. } => out.push_str("null"),
-        Value::Int(i) => {
-            let _ = write!(out, "{i}");
-        }
+        // The same digits as `Display`, without the formatting machinery (a row has many).
+        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
         Value::Float(f) => match serde_json::to_string(f) {
             Ok(t) if f.is_finite() => out.push_str(&t),
             _ => out.push_str("null"),
