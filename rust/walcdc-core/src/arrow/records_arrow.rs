@@ -86,10 +86,6 @@ impl<T: ArrowPrimitiveType> Column<T> {
         }
     }
 
-    fn reserve(&mut self, rows: usize) {
-        self.values.reserve(rows);
-    }
-
     fn finish(&mut self) -> PrimitiveArray<T> {
         let mut values = std::mem::take(&mut self.values);
         // The batch keeps its buffer: a short batch (a small range, the last of a walk) must
@@ -99,6 +95,23 @@ impl<T: ArrowPrimitiveType> Column<T> {
         }
         let values = ScalarBuffer::from(values);
         PrimitiveArray::new(values, self.nulls.finish())
+    }
+}
+
+/// A column that can make room for rows ahead of a batch.
+trait Reserve {
+    fn reserve(&mut self, rows: usize);
+}
+
+impl<T: ArrowPrimitiveType> Reserve for Column<T> {
+    fn reserve(&mut self, rows: usize) {
+        self.values.reserve(rows);
+    }
+}
+
+impl Reserve for Vec<bool> {
+    fn reserve(&mut self, rows: usize) {
+        Vec::reserve(self, rows);
     }
 }
 
@@ -266,64 +279,39 @@ impl RecordsBuilder {
         self.lsa.values.len()
     }
 
-    /// Room in every column built for a batch of `max_rows` (up to [`RESERVED_ROWS`]).
+    /// Room in every column built for a batch of `max_rows` (up to [`RESERVED_ROWS`]): the
+    /// columns [`RecordsBuilder::append`] fills, by the same tests of what was asked for.
     fn reserve(&mut self, max_rows: usize) {
         let rows = max_rows.min(RESERVED_ROWS);
         let w = self.want;
-        self.lsa.reserve(rows);
-        if w[FORW] {
-            self.forw.reserve(rows);
-        }
-        if w[BACK] {
-            self.back.reserve(rows);
-        }
-        if w[PREV] {
-            self.prev.reserve(rows);
-        }
-        if w[TRID] {
-            self.trid.reserve(rows);
-        }
-        if w[TYPE] {
-            self.rectype.reserve(rows);
-        }
-        if w[RCV] || w[RCV_NAME] {
-            self.rcv.reserve(rows);
-            self.rcv_name.reserve(rows);
-        }
-        if w[VOLID] || w[PAGEID] || w[OFFSET] {
-            self.volid.reserve(rows);
-            self.pageid.reserve(rows);
-            self.offset.reserve(rows);
-        }
-        if w[UNDO_LEN] {
-            self.undo_len.reserve(rows);
-        }
-        if w[REDO_LEN] {
-            self.redo_len.reserve(rows);
-        }
-        if w[UNDO_STORED] {
-            self.undo_stored.reserve(rows);
-        }
-        if w[REDO_STORED] {
-            self.redo_stored.reserve(rows);
-        }
-        if w[UNDO_ZIP] {
-            self.undo_zip.reserve(rows);
-        }
-        if w[REDO_ZIP] {
-            self.redo_zip.reserve(rows);
-        }
-        if w[SUPP] {
-            self.supp.reserve(rows);
-        }
-        if w[AT_TIME] {
-            self.at_time.reserve(rows);
-        }
-        if w[SIZE] {
-            self.size.reserve(rows);
-        }
-        if w[FILE] {
-            self.file.reserve(rows);
+        let (rcv, page) = (w[RCV] || w[RCV_NAME], w[VOLID] || w[PAGEID] || w[OFFSET]);
+        let columns: [(&mut dyn Reserve, bool); 21] = [
+            (&mut self.lsa, true),
+            (&mut self.forw, w[FORW]),
+            (&mut self.back, w[BACK]),
+            (&mut self.prev, w[PREV]),
+            (&mut self.trid, w[TRID]),
+            (&mut self.rectype, w[TYPE]),
+            (&mut self.rcv, rcv),
+            (&mut self.rcv_name, rcv),
+            (&mut self.volid, page),
+            (&mut self.pageid, page),
+            (&mut self.offset, page),
+            (&mut self.undo_len, w[UNDO_LEN]),
+            (&mut self.redo_len, w[REDO_LEN]),
+            (&mut self.undo_stored, w[UNDO_STORED]),
+            (&mut self.redo_stored, w[REDO_STORED]),
+            (&mut self.undo_zip, w[UNDO_ZIP]),
+            (&mut self.redo_zip, w[REDO_ZIP]),
+            (&mut self.supp, w[SUPP]),
+            (&mut self.at_time, w[AT_TIME]),
+            (&mut self.size, w[SIZE]),
+            (&mut self.file, w[FILE]),
+        ];
+        for (column, wanted) in columns {
+            if wanted {
+                column.reserve(rows);
+            }
         }
     }
 
