@@ -28,7 +28,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         while let Some(b) = next_changes_batch(&mut reader, &mut builder, 65536)? {
             events += b.num_rows();
         }
-        println!("{events} events in {:.3} s", t.elapsed().as_secs_f64());
+        let s = &reader.stats;
+        println!(
+            "{events} events in {:.3} s ({} records walked, {} read by random access)",
+            t.elapsed().as_secs_f64(),
+            s.records,
+            s.random_reads
+        );
     }
     Ok(())
 }

@@ -49,14 +49,51 @@ impl Image {
 struct Operation<'a> {
     log: &'a dyn LogSource,
     /// The supplemental record.
+    supp: &'a Record,
     at: Lsa,
     trid: i32,
     floor: std::cell::OnceCell<Option<Lsa>>,
+    /// The records this chase has read: its images, its chain walk and its floor meet the
+    /// same few records (an update's undo and redo LSAs name one record, which is also the
+    /// home record the chain walk looks for).
+    seen: std::cell::RefCell<Seen>,
 }
 
+/// The last few records a chase read, oldest replaced first.
+#[derive(Default)]
+struct Seen {
+    records: [Option<Record>; SEEN],
+    next: usize,
+}
+
+const SEEN: usize = 4;
+
 impl<'a> Operation<'a> {
-    fn new(log: &'a dyn LogSource, at: Lsa, trid: i32) -> Self {
-        Operation { log, at, trid, floor: std::cell::OnceCell::new() }
+    fn new(log: &'a dyn LogSource, supp: &'a Record) -> Self {
+        Operation {
+            log,
+            supp,
+            at: supp.lsa,
+            trid: supp.trid,
+            floor: std::cell::OnceCell::new(),
+            seen: Default::default(),
+        }
+    }
+
+    /// The record at `lsa`: the supplemental record itself, one read before, or a random read.
+    fn record_at(&self, lsa: Lsa) -> Result<Record> {
+        if lsa == self.supp.lsa {
+            return Ok(*self.supp);
+        }
+        let mut seen = self.seen.borrow_mut();
+        if let Some(r) = seen.records.iter().flatten().find(|r| r.lsa == lsa) {
+            return Ok(*r);
+        }
+        let r = self.log.record_at(lsa)?;
+        let i = seen.next;
+        seen.records[i] = Some(r);
+        seen.next = (i + 1) % SEEN;
+        Ok(r)
     }
 
     /// Whether `lsa` lies inside the operation (after its floor, before its supplemental record).
@@ -66,8 +103,7 @@ impl<'a> Operation<'a> {
 
     fn floor(&self) -> Option<Lsa> {
         *self.floor.get_or_init(|| {
-            let Ok(supp) = self.log.record_at(self.at) else { return Some(self.at) };
-            let mut cur = supp.prev_tranlsa;
+            let mut cur = self.supp.prev_tranlsa;
             let mut above = self.at;
             for _ in 0..MAX_OPERATION_STEPS {
                 if cur.is_null() {
@@ -76,7 +112,7 @@ impl<'a> Operation<'a> {
                 if cur >= above {
                     return Some(above); // the chain does not go back: stop where it turns
                 }
-                let Ok(h) = self.log.record_at(cur) else { return Some(cur) };
+                let Ok(h) = self.record_at(cur) else { return Some(cur) };
                 if h.trid != self.trid || ends_operation(&h) {
                     return Some(cur);
                 }
@@ -174,7 +210,7 @@ fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
             format!("the supplemental record's LSA {at} leads nowhere: it does not lie before it"),
         ));
     }
-    let rec = log.record_at(at).map_err(|e| match e {
+    let rec = op.record_at(at).map_err(|e| match e {
         // No record starts where the supplemental record points: it is the corrupt one.
         LogError::BadPosition { msg, .. } | LogError::InvalidArgument { msg } | LogError::CorruptRecord { msg, .. } => {
             LogError::corrupt(&log.set_name(), from, format!("the supplemental record's LSA {at} leads nowhere: {msg}"))
@@ -245,11 +281,11 @@ fn overflow_row(op: &Operation, start: &Record, side: Side) -> Result<Image> {
         if !op.holds(cur) {
             break; // left the operation without meeting the first page: the length check tells
         }
-        let h = log.record_at(cur)?;
+        let h = op.record_at(cur)?;
         if h.trid != trid || h.rectype == LOG_DUMMY_OVF_RECORD {
             if !is_redo && h.rectype == LOG_DUMMY_OVF_RECORD && !h.prev_tranlsa.is_null() {
                 // The first page's before image is logged just before the marker.
-                let first = log.record_at(h.prev_tranlsa)?;
+                let first = op.record_at(h.prev_tranlsa)?;
                 if first.rcvindex() == Some(rcv) {
                     parts.push(part(log, &first, Side::Before)?);
                 }
@@ -307,7 +343,7 @@ fn overflow_row(op: &Operation, start: &Record, side: Side) -> Result<Image> {
 /// new image written just before: the `RVHF_INSERT_NEWHOME` record or the new overflow pages.
 fn follow_forwarding(op: &Operation, home: Lsa) -> Result<Option<Image>> {
     let log = op.log;
-    let rec = log.record_at(home)?;
+    let rec = op.record_at(home)?;
     let mut cur = rec.prev_tranlsa;
     let mut above = home;
     for _ in 0..MAX_OPERATION_STEPS {
@@ -315,7 +351,7 @@ fn follow_forwarding(op: &Operation, home: Lsa) -> Result<Option<Image>> {
             break;
         }
         above = cur;
-        let h = log.record_at(cur)?;
+        let h = op.record_at(cur)?;
         if h.trid != rec.trid || h.rectype == LOG_SUPPLEMENTAL_INFO {
             break;
         }
@@ -344,19 +380,19 @@ pub struct Chased {
     pub assign_address: bool,
 }
 
-/// Follows a DML supplemental record at `at` to its images. `want_before` / `want_after` limit
+/// Follows the DML supplemental record `supp` to its images. `want_before` / `want_after` limit
 /// the work to the images the caller keeps.
 pub fn chase(
     log: &dyn LogSource,
-    at: Lsa,
-    trid: i32,
+    supp: &Record,
     dml: &DmlSupplement,
     want_before: bool,
     want_after: bool,
 ) -> Result<Chased> {
+    let at = supp.lsa;
     // The LSAs followed come from the log, not from the caller: one that leads nowhere makes
     // the supplemental record corrupt (not a wrong argument).
-    chase_images(log, at, trid, dml, want_before, want_after).map_err(|e| match e {
+    chase_images(&Operation::new(log, supp), dml, want_before, want_after).map_err(|e| match e {
         LogError::BadPosition { msg, .. } | LogError::InvalidArgument { msg } => {
             LogError::corrupt(&log.set_name(), at, format!("the supplemental record leads nowhere: {msg}"))
         }
@@ -364,16 +400,9 @@ pub fn chase(
     })
 }
 
-fn chase_images(
-    log: &dyn LogSource,
-    at: Lsa,
-    trid: i32,
-    dml: &DmlSupplement,
-    want_before: bool,
-    want_after: bool,
-) -> Result<Chased> {
+fn chase_images(op: &Operation, dml: &DmlSupplement, want_before: bool, want_after: bool) -> Result<Chased> {
+    let (log, at) = (op.log, op.at);
     let mut out = Chased::default();
-    let op = Operation::new(log, at, trid);
     let need_undo = dml.kind != DmlKind::Insert;
     let need_redo = dml.kind != DmlKind::Delete;
     let missing = |what: &str| {
@@ -383,7 +412,7 @@ fn chase_images(
         let u = dml.undo_lsa.ok_or_else(|| missing("undo"))?;
         // The update of an OID reservation is reported as an insert: its before image decides.
         if want_before || dml.kind == DmlKind::Update {
-            let img = image_at(&op, u, Side::Before)?;
+            let img = image_at(op, u, Side::Before)?;
             out.assign_address = dml.kind == DmlKind::Update && img.rec_type == REC_ASSIGN_ADDRESS;
             if want_before && !out.assign_address {
                 out.before = Some(img);
@@ -392,21 +421,21 @@ fn chase_images(
     }
     if need_redo && want_after {
         let r = dml.redo_lsa.ok_or_else(|| missing("redo"))?;
-        let mut img = image_at(&op, r, Side::After)?;
+        let mut img = image_at(op, r, Side::After)?;
         if img.rec_type == REC_RELOCATION || (img.rec_type == REC_BIGONE && img.row.len() == 8) {
-            if let Some(moved) = follow_forwarding(&op, r)? {
+            if let Some(moved) = follow_forwarding(op, r)? {
                 img = moved;
             }
         }
         out.after = Some(img);
     }
-    out.row_oid = row_oid(log, at, trid, dml)?;
+    out.row_oid = row_oid(op, dml)?;
     Ok(out)
 }
 
 /// The home slot a DML changed: the heap record of the operation, found by walking the
 /// transaction's chain back from the supplemental record through the operation's records.
-fn row_oid(log: &dyn LogSource, at: Lsa, trid: i32, dml: &DmlSupplement) -> Result<Option<Oid>> {
+fn row_oid(op: &Operation, dml: &DmlSupplement) -> Result<Option<Oid>> {
     let home: &[i32] = match dml.kind {
         DmlKind::Insert => &[RVHF_MVCC_INSERT, RVHF_INSERT],
         DmlKind::Update => {
@@ -416,23 +445,22 @@ fn row_oid(log: &dyn LogSource, at: Lsa, trid: i32, dml: &DmlSupplement) -> Resu
             &[RVHF_MVCC_DELETE_REC_HOME, RVHF_MVCC_DELETE_MODIFY_HOME, RVHF_MVCC_NO_MODIFY_HOME, RVHF_DELETE]
         }
     };
-    let supp = log.record_at(at)?;
-    let mut cur = supp.prev_tranlsa;
-    let mut above = at;
+    let mut cur = op.supp.prev_tranlsa;
+    let mut above = op.at;
     for _ in 0..MAX_OPERATION_STEPS {
         if cur.is_null() {
             return Ok(None);
         }
         if cur >= above {
             return Err(LogError::corrupt(
-                &log.set_name(),
+                &op.log.set_name(),
                 above,
                 format!("prev_tranlsa {cur} does not lie before the record (a cycle in the transaction's chain)"),
             ));
         }
         above = cur;
-        let h = log.record_at(cur)?;
-        if h.trid != trid {
+        let h = op.record_at(cur)?;
+        if h.trid != op.trid {
             return Ok(None);
         }
         // The previous operation's supplemental record ends this operation's records.

@@ -70,7 +70,7 @@ pub fn dml_event(
     e.trigger = dml.trigger;
     e.class_oid = Some(dml.class_oid);
     // An update's after image is read in any case: only it tells an OID reservation apart.
-    match chase::chase(log, rec.lsa, rec.trid, dml, want_before, want_after || op == Op::Update) {
+    match chase::chase(log, rec, dml, want_before, want_after || op == Op::Update) {
         Ok(c) => {
             e.row_oid = c.row_oid;
             e.before = c.before;
