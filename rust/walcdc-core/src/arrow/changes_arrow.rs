@@ -2,14 +2,12 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    ArrayBuilder, BinaryBuilder, BooleanBuilder, Int16Builder, Int32Builder, Int8Builder, ListBuilder, StringBuilder,
-    TimestampSecondBuilder, UInt32Builder, UInt64Builder,
-};
-use arrow_array::types::{Int16Type, Int8Type};
+use arrow_array::builder::{ListBuilder, StringBuilder};
+use arrow_array::types::{Int16Type, Int32Type, Int8Type, TimestampSecondType, UInt32Type, UInt64Type};
 use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::arrow::columns::{booleans, Bytes, Column, Reserve, Text, RESERVED_ROWS};
 use crate::cdc::changes::ChangeReader;
 use crate::cdc::event::{Event, Op};
 use crate::error::Result;
@@ -88,34 +86,34 @@ pub struct ChangesBuilder {
     /// Whether the raw images are copied (a typed table builder does not show them).
     images: bool,
     ops: ArrayRef,
-    lsa: UInt64Builder,
-    commit_lsa: UInt64Builder,
-    commit_time: TimestampSecondBuilder,
-    trid: Int32Builder,
-    seq: UInt32Builder,
-    user: StringBuilder,
-    op: Int8Builder,
-    trigger: BooleanBuilder,
-    class_oid: UInt64Builder,
-    row_oid: UInt64Builder,
-    table: StringBuilder,
-    before: BinaryBuilder,
-    after: BinaryBuilder,
-    ddl_type: Int8Builder,
-    object_type: Int8Builder,
-    object_oid: UInt64Builder,
-    statement: StringBuilder,
-    time: TimestampSecondBuilder,
-    error: StringBuilder,
-    partition_oid: UInt64Builder,
-    before_json: StringBuilder,
-    after_json: StringBuilder,
-    key: StringBuilder,
+    lsa: Column<UInt64Type>,
+    commit_lsa: Column<UInt64Type>,
+    commit_time: Column<TimestampSecondType>,
+    trid: Column<Int32Type>,
+    seq: Column<UInt32Type>,
+    user: Text,
+    op: Column<Int8Type>,
+    trigger: Vec<bool>,
+    class_oid: Column<UInt64Type>,
+    row_oid: Column<UInt64Type>,
+    table: Text,
+    before: Bytes,
+    after: Bytes,
+    ddl_type: Column<Int8Type>,
+    object_type: Column<Int8Type>,
+    object_oid: Column<UInt64Type>,
+    statement: Text,
+    time: Column<TimestampSecondType>,
+    error: Text,
+    partition_oid: Column<UInt64Type>,
+    before_json: Text,
+    after_json: Text,
+    key: Text,
     changed: ListBuilder<StringBuilder>,
-    decode_error: StringBuilder,
+    decode_error: Text,
     file_values: ArrayRef,
-    file: Int16Builder,
-    partial: BooleanBuilder,
+    file: Column<Int16Type>,
+    partial: Vec<bool>,
 }
 
 impl ChangesBuilder {
@@ -125,36 +123,36 @@ impl ChangesBuilder {
             file_values: Arc::new(StringArray::from_iter_values(
                 (0..log.volume_count()).map(|vol| log.volume_file(vol)),
             )),
-            file: Int16Builder::new(),
+            file: Column::new(),
             schema: changes_schema(),
             images: true,
             ops: Arc::new(StringArray::from_iter_values(Op::ALL.iter().map(|o| o.as_str()))),
-            lsa: UInt64Builder::new(),
-            commit_lsa: UInt64Builder::new(),
-            commit_time: TimestampSecondBuilder::new().with_timezone("UTC"),
-            trid: Int32Builder::new(),
-            seq: UInt32Builder::new(),
-            user: StringBuilder::new(),
-            op: Int8Builder::new(),
-            trigger: BooleanBuilder::new(),
-            class_oid: UInt64Builder::new(),
-            row_oid: UInt64Builder::new(),
-            table: StringBuilder::new(),
-            before: BinaryBuilder::new(),
-            after: BinaryBuilder::new(),
-            ddl_type: Int8Builder::new(),
-            object_type: Int8Builder::new(),
-            object_oid: UInt64Builder::new(),
-            statement: StringBuilder::new(),
-            time: TimestampSecondBuilder::new().with_timezone("UTC"),
-            error: StringBuilder::new(),
-            partition_oid: UInt64Builder::new(),
-            before_json: StringBuilder::new(),
-            after_json: StringBuilder::new(),
-            key: StringBuilder::new(),
+            lsa: Column::new(),
+            commit_lsa: Column::new(),
+            commit_time: Column::new(),
+            trid: Column::new(),
+            seq: Column::new(),
+            user: Text::new(),
+            op: Column::new(),
+            trigger: Vec::new(),
+            class_oid: Column::new(),
+            row_oid: Column::new(),
+            table: Text::new(),
+            before: Bytes::new(),
+            after: Bytes::new(),
+            ddl_type: Column::new(),
+            object_type: Column::new(),
+            object_oid: Column::new(),
+            statement: Text::new(),
+            time: Column::new(),
+            error: Text::new(),
+            partition_oid: Column::new(),
+            before_json: Text::new(),
+            after_json: Text::new(),
+            key: Text::new(),
             changed: ListBuilder::new(StringBuilder::new()),
-            decode_error: StringBuilder::new(),
-            partial: BooleanBuilder::new(),
+            decode_error: Text::new(),
+            partial: Vec::new(),
         }
     }
 
@@ -164,7 +162,7 @@ impl ChangesBuilder {
     }
 
     pub fn len(&self) -> usize {
-        self.lsa.len()
+        self.lsa.values.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -172,43 +170,43 @@ impl ChangesBuilder {
     }
 
     pub fn append(&mut self, e: &Event) {
-        self.lsa.append_value(e.lsa.to_key());
-        self.commit_lsa.append_option(e.commit_lsa.map(|l| l.to_key()));
-        self.commit_time.append_option(e.commit_time);
-        self.trid.append_value(e.trid);
-        self.seq.append_value(e.txn_seq);
-        self.user.append_option(e.user.as_deref());
-        self.op.append_value(e.op.index() as i8);
-        self.trigger.append_value(e.trigger);
+        self.lsa.push(e.lsa.to_key());
+        self.commit_lsa.push_option(e.commit_lsa.map(|l| l.to_key()));
+        self.commit_time.push_option(e.commit_time);
+        self.trid.push(e.trid);
+        self.seq.push(e.txn_seq);
+        self.user.push_option(e.user.as_deref());
+        self.op.push(e.op.index() as i8);
+        self.trigger.push(e.trigger);
         let typed = e.typed.as_ref();
         // A partition's change is reported under its partitioned table, as CUBRID's CDC does.
         let class = typed.and_then(|t| t.root_oid).or(e.class_oid);
-        self.class_oid.append_option(oid(class));
-        self.row_oid.append_option(oid(e.row_oid));
-        self.table.append_option(typed.and_then(|t| t.table.as_deref()));
+        self.class_oid.push_option(oid(class));
+        self.row_oid.push_option(oid(e.row_oid));
+        self.table.push_option(typed.and_then(|t| t.table.as_deref()));
         let images = self.images;
-        self.before.append_option(e.before.as_ref().filter(|_| images).map(|i| &i.row[..]));
-        self.after.append_option(e.after.as_ref().filter(|_| images).map(|i| &i.row[..]));
+        self.before.push_option(e.before.as_ref().filter(|_| images).map(|i| &i.row[..]));
+        self.after.push_option(e.after.as_ref().filter(|_| images).map(|i| &i.row[..]));
         match &e.ddl {
             Some(d) => {
-                self.ddl_type.append_value(d.ddl_type as i8);
-                self.object_type.append_value(d.object_type as i8);
-                self.object_oid.append_option(oid(Some(d.object_oid)));
-                self.statement.append_value(&d.statement);
+                self.ddl_type.push(d.ddl_type as i8);
+                self.object_type.push(d.object_type as i8);
+                self.object_oid.push_option(oid(Some(d.object_oid)));
+                self.statement.push_option(Some(&d.statement));
             }
             None => {
-                self.ddl_type.append_null();
-                self.object_type.append_null();
-                self.object_oid.append_null();
-                self.statement.append_null();
+                self.ddl_type.push_option(None);
+                self.object_type.push_option(None);
+                self.object_oid.push_option(None);
+                self.statement.push_null();
             }
         }
-        self.time.append_option(e.time);
-        self.error.append_option(e.error.as_deref());
-        self.partition_oid.append_option(oid(typed.and_then(|t| t.partition_oid)));
-        self.before_json.append_option(typed.and_then(|t| t.before.as_deref()));
-        self.after_json.append_option(typed.and_then(|t| t.after.as_deref()));
-        self.key.append_option(typed.and_then(|t| t.key.as_deref()));
+        self.time.push_option(e.time);
+        self.error.push_option(e.error.as_deref());
+        self.partition_oid.push_option(oid(typed.and_then(|t| t.partition_oid)));
+        self.before_json.push_option(typed.and_then(|t| t.before.as_deref()));
+        self.after_json.push_option(typed.and_then(|t| t.after.as_deref()));
+        self.key.push_option(typed.and_then(|t| t.key.as_deref()));
         match typed.and_then(|t| t.changed_columns.as_ref()) {
             Some(cols) => {
                 for c in cols {
@@ -218,59 +216,88 @@ impl ChangesBuilder {
             }
             None => self.changed.append(false),
         }
-        self.decode_error.append_option(typed.and_then(|t| t.decode_error.as_deref()));
-        self.file.append_value(e.vol as i16);
-        self.partial.append_value(e.partial);
+        self.decode_error.push_option(typed.and_then(|t| t.decode_error.as_deref()));
+        self.file.push(e.vol as i16);
+        self.partial.push(e.partial);
     }
 
     pub fn finish(&mut self) -> RecordBatch {
-        // The next batch is likely the size of this one: start its largest buffers at that
-        // size, with an eighth more, rather than growing them by doubling (each growth a copy,
-        // and twice the memory).
-        let rows = self.lsa.len();
+        // The next batch is likely the size of this one: start its columns at that size, and
+        // its largest buffers with an eighth more, rather than growing them by doubling (each
+        // growth a copy, and twice the memory).
+        let rows = self.len();
         let room = |n: usize| n + n / 8;
-        let grown = |b: &BinaryBuilder| BinaryBuilder::with_capacity(rows, room(b.values_slice().len()));
-        let (before, after) = (grown(&self.before), grown(&self.after));
-        let text = |b: &StringBuilder| StringBuilder::with_capacity(rows, room(b.values_slice().len()));
-        let (before_json, after_json) = (text(&self.before_json), text(&self.after_json));
-        let (mut before, mut after) =
-            (std::mem::replace(&mut self.before, before), std::mem::replace(&mut self.after, after));
-        let mut before_json = std::mem::replace(&mut self.before_json, before_json);
-        let mut after_json = std::mem::replace(&mut self.after_json, after_json);
+        let (before_room, after_room) = (room(self.before.bytes()), room(self.after.bytes()));
+        let (before_json_room, after_json_room) = (room(self.before_json.bytes()), room(self.after_json.bytes()));
         let op = DictionaryArray::<Int8Type>::try_new(self.op.finish(), self.ops.clone()).expect("op keys in range");
+        let file = DictionaryArray::<Int16Type>::try_new(self.file.finish(), self.file_values.clone())
+            .expect("volume numbers in range");
         let cols: Vec<ArrayRef> = vec![
             Arc::new(self.lsa.finish()),
             Arc::new(self.commit_lsa.finish()),
-            Arc::new(self.commit_time.finish()),
+            Arc::new(self.commit_time.finish().with_timezone("UTC")),
             Arc::new(self.trid.finish()),
             Arc::new(self.seq.finish()),
-            Arc::new(self.user.finish()),
+            Arc::new(self.user.finish(0)),
             Arc::new(op),
-            Arc::new(self.trigger.finish()),
+            Arc::new(booleans(&mut self.trigger)),
             Arc::new(self.class_oid.finish()),
             Arc::new(self.row_oid.finish()),
-            Arc::new(self.table.finish()),
-            Arc::new(before.finish()),
-            Arc::new(after.finish()),
+            Arc::new(self.table.finish(0)),
+            Arc::new(self.before.finish(before_room)),
+            Arc::new(self.after.finish(after_room)),
             Arc::new(self.ddl_type.finish()),
             Arc::new(self.object_type.finish()),
             Arc::new(self.object_oid.finish()),
-            Arc::new(self.statement.finish()),
-            Arc::new(self.time.finish()),
-            Arc::new(self.error.finish()),
+            Arc::new(self.statement.finish(0)),
+            Arc::new(self.time.finish().with_timezone("UTC")),
+            Arc::new(self.error.finish(0)),
             Arc::new(self.partition_oid.finish()),
-            Arc::new(before_json.finish()),
-            Arc::new(after_json.finish()),
-            Arc::new(self.key.finish()),
+            Arc::new(self.before_json.finish(before_json_room)),
+            Arc::new(self.after_json.finish(after_json_room)),
+            Arc::new(self.key.finish(0)),
             Arc::new(self.changed.finish()),
-            Arc::new(self.decode_error.finish()),
-            Arc::new(
-                DictionaryArray::<Int16Type>::try_new(self.file.finish(), self.file_values.clone())
-                    .expect("volume numbers in range"),
-            ),
-            Arc::new(self.partial.finish()),
+            Arc::new(self.decode_error.finish(0)),
+            Arc::new(file),
+            Arc::new(booleans(&mut self.partial)),
         ];
+        self.reserve(rows.min(RESERVED_ROWS));
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
+    }
+
+    /// Room for `rows` more rows in every column but the list of changed columns.
+    fn reserve(&mut self, rows: usize) {
+        let columns: [&mut dyn Reserve; 26] = [
+            &mut self.lsa,
+            &mut self.commit_lsa,
+            &mut self.commit_time,
+            &mut self.trid,
+            &mut self.seq,
+            &mut self.user,
+            &mut self.op,
+            &mut self.trigger,
+            &mut self.class_oid,
+            &mut self.row_oid,
+            &mut self.table,
+            &mut self.before,
+            &mut self.after,
+            &mut self.ddl_type,
+            &mut self.object_type,
+            &mut self.object_oid,
+            &mut self.statement,
+            &mut self.time,
+            &mut self.error,
+            &mut self.partition_oid,
+            &mut self.before_json,
+            &mut self.after_json,
+            &mut self.key,
+            &mut self.decode_error,
+            &mut self.file,
+            &mut self.partial,
+        ];
+        for column in columns {
+            column.reserve(rows);
+        }
     }
 }
 

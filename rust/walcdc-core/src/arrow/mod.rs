@@ -2,6 +2,7 @@
 //! Lines from batches.
 
 pub mod changes_arrow;
+mod columns;
 pub mod jsonl;
 pub mod parallel_arrow;
 pub mod records_arrow;

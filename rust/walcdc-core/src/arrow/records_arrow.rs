@@ -3,13 +3,11 @@
 use std::sync::Arc;
 
 use arrow_array::builder::BinaryBuilder;
-use arrow_array::types::{
-    ArrowPrimitiveType, Int16Type, Int32Type, Int8Type, TimestampSecondType, UInt32Type, UInt64Type,
-};
-use arrow_array::{ArrayRef, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray};
-use arrow_buffer::{BooleanBuffer, NullBufferBuilder, ScalarBuffer};
+use arrow_array::types::{Int16Type, Int32Type, Int8Type, TimestampSecondType, UInt32Type, UInt64Type};
+use arrow_array::{ArrayRef, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+use crate::arrow::columns::{booleans, Column, Reserve, RESERVED_ROWS};
 use crate::error::Result;
 use crate::format::lsa::Lsa;
 use crate::format::rcvindex::RCVINDEX_NAMES;
@@ -55,70 +53,6 @@ pub fn records_schema(with_payloads: bool) -> SchemaRef {
     }
     Arc::new(Schema::new(fields))
 }
-
-/// One primitive column being filled: its values in a `Vec` that becomes the Arrow buffer
-/// without a copy, its validity kept only once a null appears. Cheaper per value than Arrow's
-/// builders, whose appends are calls; a record fills twenty of these.
-struct Column<T: ArrowPrimitiveType> {
-    values: Vec<T::Native>,
-    nulls: NullBufferBuilder,
-}
-
-impl<T: ArrowPrimitiveType> Column<T> {
-    fn new() -> Self {
-        Column { values: Vec::new(), nulls: NullBufferBuilder::new(0) }
-    }
-
-    #[inline(always)]
-    fn push(&mut self, v: T::Native) {
-        self.values.push(v);
-        self.nulls.append_non_null();
-    }
-
-    #[inline(always)]
-    fn push_option(&mut self, v: Option<T::Native>) {
-        match v {
-            Some(v) => self.push(v),
-            None => {
-                self.values.push(T::Native::default());
-                self.nulls.append_null();
-            }
-        }
-    }
-
-    fn finish(&mut self) -> PrimitiveArray<T> {
-        let mut values = std::mem::take(&mut self.values);
-        // The batch keeps its buffer: a short batch (a small range, the last of a walk) must
-        // not hold the room reserved for a full one.
-        if values.capacity() > 2 * values.len() {
-            values.shrink_to_fit();
-        }
-        let values = ScalarBuffer::from(values);
-        PrimitiveArray::new(values, self.nulls.finish())
-    }
-}
-
-/// A column that can make room for rows ahead of a batch.
-trait Reserve {
-    fn reserve(&mut self, rows: usize);
-}
-
-impl<T: ArrowPrimitiveType> Reserve for Column<T> {
-    fn reserve(&mut self, rows: usize) {
-        self.values.reserve(rows);
-    }
-}
-
-impl Reserve for Vec<bool> {
-    fn reserve(&mut self, rows: usize) {
-        Vec::reserve(self, rows);
-    }
-}
-
-/// Rows reserved in each column when a batch starts (at most: a caller's batch size is not an
-/// allocation), so that a batch's columns are not copied as they grow; a short batch gives
-/// back what it did not use when it is taken.
-const RESERVED_ROWS: usize = 1 << 16;
 
 /// Fills the columns of `records()` one record at a time (only those asked for).
 pub struct RecordsBuilder {
@@ -418,12 +352,6 @@ impl RecordsBuilder {
         Arc::new(DictionaryArray::<Int16Type>::try_new(keys.finish(), values.clone()).expect("keys in range"))
     }
 
-    fn booleans(values: &mut Vec<bool>) -> ArrayRef {
-        let array = BooleanArray::new(BooleanBuffer::collect_bool(values.len(), |i| values[i]), None);
-        values.clear();
-        Arc::new(array)
-    }
-
     /// Takes the rows appended so far as one batch.
     pub fn finish(&mut self) -> RecordBatch {
         self.payload_bytes = 0;
@@ -444,8 +372,8 @@ impl RecordsBuilder {
             Arc::new(self.redo_len.finish()),
             Arc::new(self.undo_stored.finish()),
             Arc::new(self.redo_stored.finish()),
-            Self::booleans(&mut self.undo_zip),
-            Self::booleans(&mut self.redo_zip),
+            Arc::new(booleans(&mut self.undo_zip)),
+            Arc::new(booleans(&mut self.redo_zip)),
             Arc::new(self.supp.finish()),
             Arc::new(self.at_time.finish().with_timezone("UTC")),
             Arc::new(self.size.finish()),
