@@ -381,14 +381,24 @@ pub struct Catalog {
     parent: HashMap<Oid, Oid>,
     #[serde(serialize_with = "crate::format::sorted::set")]
     dropped: HashSet<Oid>,
-    /// Every name each class had, oldest first (RENAME TABLE); the last is its current one,
-    /// shared with the events that name it (no copy per event).
+    /// Every name each class had, oldest first (RENAME TABLE); the last is its current one.
     #[serde(serialize_with = "crate::format::sorted::map")]
     names: HashMap<Oid, Vec<Arc<str>>>,
+    /// Changes whenever the catalog does (a value no other catalog has had, from a
+    /// process-wide counter; a clone keeps it, as it holds the same classes): what a reader
+    /// remembers of the catalog holds while this does not change.
+    #[serde(skip, default = "fresh_epoch")]
+    epoch: u64,
+}
+
+fn fresh_epoch() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Catalog {
     pub fn apply(&mut self, change: ClassChange) {
+        self.epoch = fresh_epoch();
         match change {
             ClassChange::Upsert(s) => {
                 for sub in &s.subclasses {
@@ -535,14 +545,17 @@ impl Catalog {
         self.names.get(&oid).map_or(&[], |v| &v[..])
     }
 
-    /// The class's name as stored, as [`Catalog::name`] gives it, shared (an event's table).
-    /// The last of its names, unless a catalog read back from a cursor says otherwise there.
-    pub fn shared_name(&self, oid: Oid) -> Option<Arc<str>> {
-        let name = self.name(oid)?;
-        match self.names.get(&oid).and_then(|v| v.last()) {
-            Some(last) if **last == *name => Some(last.clone()),
-            _ => Some(Arc::from(name)),
-        }
+    /// The table an event of `class` is reported under (its partitioned table for a
+    /// partition) and that table's name as stored (the class's own when the table's is not
+    /// known).
+    pub fn table_of(&self, class: Oid) -> (Oid, Option<&str>) {
+        let root = self.root(class);
+        (root, self.name(root).or_else(|| self.name(class)))
+    }
+
+    /// Whether the catalog may have changed since it had this `epoch` (see [`Catalog::epoch`]).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The column names of a class's current representation, by attribute id.
@@ -917,13 +930,27 @@ mod tests {
         let (t, other) = (Oid { pageid: 10, slotid: 1, volid: 0 }, Oid { pageid: 11, slotid: 1, volid: 0 });
         let mut c = Catalog::default();
         c.add_columns(t, "dba.t", None, Vec::new());
-        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
+        assert_eq!(c.table_of(t), (t, Some("dba.t")));
         // A catalog from a cursor file whose names disagree with its classes (or lack them).
         c.names.insert(t, vec![Arc::from("dba.other")]);
-        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
+        assert_eq!(c.table_of(t), (t, Some("dba.t")));
         c.names.remove(&t);
-        assert_eq!(c.shared_name(t).as_deref(), Some("dba.t"));
-        assert_eq!(c.shared_name(other), None);
+        assert_eq!(c.table_of(t), (t, Some("dba.t")));
+        assert_eq!(c.table_of(other), (other, None));
+    }
+
+    #[test]
+    fn a_catalog_changes_its_epoch_with_its_classes_and_keeps_it_in_a_clone() {
+        let t = Oid { pageid: 10, slotid: 1, volid: 0 };
+        let mut c = Catalog::default();
+        c.add_columns(t, "dba.t", None, Vec::new());
+        let (first, clone) = (c.epoch(), c.clone());
+        assert_eq!(clone.epoch(), first);
+        c.add_columns(t, "dba.u", None, Vec::new());
+        assert_ne!(c.epoch(), first);
+        let bytes = postcard::to_allocvec(&clone).unwrap();
+        let back: Catalog = postcard::from_bytes(&bytes).unwrap();
+        assert!(![first, c.epoch()].contains(&back.epoch()), "a catalog read back is a new one");
     }
 
     #[test]

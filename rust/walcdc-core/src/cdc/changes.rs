@@ -310,6 +310,8 @@ pub struct ChangeReader<S: LogSource + 'static = LogSet> {
     next_checkpoint: i64,
     /// Tables of unknown schema seen (see `ChangeStats::unknown_schema_tables`).
     unknown_tables: rustc_hash::FxHashSet<Oid>,
+    /// The tables events are reported under, by class, as the catalog names them now.
+    tables: TableNames,
     /// Where the walk began: every transaction with a record at or after it was seen from
     /// then on (see `ChangeReader::check_chain`).
     walk_start: Lsa,
@@ -517,6 +519,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             checkpoint_pages,
             next_checkpoint: if checkpoint_pages == 0 { i64::MAX } else { i64::MIN },
             unknown_tables: Default::default(),
+            tables: Default::default(),
             walk_start,
             skips_seen: 0,
             range,
@@ -1167,7 +1170,14 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             if e.user.is_none() {
                 e.user = em.user.clone();
             }
-            e.typed = Some(Box::new(self.type_event(&[], &e)));
+            e.typed = Some(Box::new(type_event(
+                &self.catalog,
+                &[],
+                &e,
+                &self.opts,
+                self.catalog_now.as_ref(),
+                &mut self.tables,
+            )));
             self.note_schema(&e);
             self.keep_wanted_images(&mut e);
             return Ok(Some(e));
@@ -1417,7 +1427,14 @@ impl<S: LogSource + 'static> ChangeReader<S> {
                 Some(r) => std::borrow::Cow::Owned(r.versions.staged_before(e.trid, e.lsa)),
                 None => std::borrow::Cow::Borrowed(self.staging.of(e.trid)),
             };
-            e.typed = Some(Box::new(self.type_event(&staged, &e)));
+            e.typed = Some(Box::new(type_event(
+                &self.catalog,
+                &staged,
+                &e,
+                &self.opts,
+                self.catalog_now.as_ref(),
+                &mut self.tables,
+            )));
             self.note_schema(&e);
             self.keep_wanted_images(&mut e);
             self.ready.push_back(e);
@@ -1464,10 +1481,6 @@ impl<S: LogSource + 'static> ChangeReader<S> {
 impl<S: LogSource + 'static> ChangeReader<S> {
     /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
     /// changes), and names its table.
-    fn type_event(&self, staged: &[ClassChange], e: &Event) -> Typed {
-        type_event(&self.catalog, staged, e, &self.opts, self.catalog_now.as_ref())
-    }
-
     /// Counts an emitted change of a table whose schema the log does not hold.
     fn note_schema(&mut self, e: &Event) {
         let Some(class) = e.class_oid else { return };
@@ -1567,11 +1580,13 @@ pub fn type_event(
     e: &Event,
     opts: &ChangeOptions,
     now: Option<&Catalog>,
+    tables: &mut TableNames,
 ) -> Typed {
     let mut t = Typed::default();
     let Some(class) = e.class_oid else { return t };
     let overlay;
-    let cat = if staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class)) {
+    let overlaid = staged.iter().any(|c| matches!(c, ClassChange::Upsert(s) if s.oid == class));
+    let cat = if overlaid {
         let mut c = catalog.clone();
         for change in staged {
             c.apply(change.clone());
@@ -1581,12 +1596,18 @@ pub fn type_event(
     } else {
         catalog
     };
-    let root = cat.root(class);
+    let (root, table) = if overlaid {
+        // The transaction's own class changes: a catalog of its own, met once.
+        let (root, name) = cat.table_of(class);
+        (root, name.map(Arc::from))
+    } else {
+        tables.of(cat, class)
+    };
     if root != class {
         t.partition_oid = Some(class);
         t.root_oid = Some(root);
     }
-    t.table = cat.shared_name(root).or_else(|| cat.shared_name(class));
+    t.table = table;
     if !opts.decode {
         return t;
     }
@@ -1642,6 +1663,35 @@ pub fn type_event(
         t.decode_error = Some(errors.join("; "));
     }
     t
+}
+
+/// The tables events are reported under, by class, remembered while the catalog does not
+/// change (three map lookups and a name comparison per event otherwise). The names are this
+/// reader's own: events of readers on other threads do not count references to one name.
+#[derive(Default)]
+pub struct TableNames {
+    epoch: u64,
+    by_class: rustc_hash::FxHashMap<Oid, (Oid, Option<Arc<str>>)>,
+}
+
+/// Classes remembered at most (a log may name any number of classes that do not exist).
+const MAX_TABLE_NAMES: usize = 4096;
+
+impl TableNames {
+    /// `Catalog::table_of`, with the name shared.
+    pub fn of(&mut self, catalog: &Catalog, class: Oid) -> (Oid, Option<Arc<str>>) {
+        if self.epoch != catalog.epoch() || self.by_class.len() >= MAX_TABLE_NAMES {
+            self.by_class.clear();
+            self.epoch = catalog.epoch();
+        }
+        self.by_class
+            .entry(class)
+            .or_insert_with(|| {
+                let (root, name) = catalog.table_of(class);
+                (root, name.map(Arc::from))
+            })
+            .clone()
+    }
 }
 
 /// Drops the images `mode` does not keep (read only for the key). Column values stay: a typed
