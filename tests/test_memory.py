@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from conftest import fixture_dir
+
 ROWS = 12_000
 BODY = 6_000  # bytes of incompressible row data: ~72 MB of after images in one transaction
 
@@ -74,3 +78,35 @@ def test_huge_transaction_spills_and_peak_memory_is_bounded(tmp_path):
         f"\npeak RSS bounded {small['peak_rss'] >> 20} MiB, unbounded "
         f"{large['peak_rss'] >> 20} MiB, images {images >> 20} MiB"
     )
+
+
+RESIDENT_AFTER_OPEN = textwrap.dedent(
+    """
+    import json, os, re, sys
+    import walcdc
+    log = walcdc.open_log(sys.argv[1])
+    folder = os.path.realpath(sys.argv[1])
+    # Every mapping of a volume file, and the memory of it resident in this process.
+    resident, path = {}, None
+    for line in open("/proc/self/smaps"):
+        parts = line.split()
+        if re.fullmatch("[0-9a-f]+-[0-9a-f]+", parts[0]):  # a mapping (a file's, or none)
+            path = parts[5] if len(parts) >= 6 and parts[5].startswith(folder) else None
+        elif path and parts[0] == "Rss:":
+            name = os.path.basename(path)
+            resident[name] = resident.get(name, 0) + int(parts[1])
+    print(json.dumps(resident))
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_opening_a_log_set_leaves_none_of_its_volumes_resident():
+    """Opening reads each volume's header page through its map, and the kernel maps what the
+    page cache holds around it (about 1.7 MB a volume on this machine's kernel: 440 MB for a
+    16 GB set of 258 volumes, held until a walk passed each volume): what opening mapped is
+    dropped, so that resident memory does not grow with the number of volumes."""
+    folder = fixture_dir("p4k")
+    resident = json.loads(run(RESIDENT_AFTER_OPEN, folder))
+    assert len(resident) >= 3, resident  # the volumes are mapped
+    assert all(kb == 0 for kb in resident.values()), resident

@@ -475,7 +475,9 @@ impl LogSet {
             }
             let files = expand(&paths)?;
             let volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
-            LogSet::from_volumes(volumes)
+            let set = LogSet::from_volumes(volumes)?;
+            set.release_opened();
+            Ok(set)
         }
     }
 
@@ -511,7 +513,18 @@ impl LogSet {
         }
         let mut set = LogSet::from_volumes(volumes)?;
         set.store_counters = counters;
+        set.release_opened();
         Ok(set)
+    }
+
+    /// Drops from this process's resident memory what opening mapped: each volume's header
+    /// page was read through its map, and the kernel maps the page cache's folio around it
+    /// (1.7 MB a volume here: 440 MB for the 258 volumes of a 16 GB set, held until a walk
+    /// passed each volume). Resident memory then does not grow with the number of volumes.
+    fn release_opened(&self) {
+        for v in &self.volumes {
+            v.release(0, usize::MAX, 1);
+        }
     }
 
     /// The log set as it is now, for a reader that follows a live log: `paths` (local files
