@@ -800,6 +800,12 @@ impl<S: LogSource + 'static> ChangeReader<S> {
 
     fn finish(&mut self) -> Result<()> {
         self.done = true;
+        if let Some(r) = &self.range {
+            // A range reads back the transactions open at its start and chases images before
+            // it; its walk releases only its own pages. Those before it are released here, so
+            // that the memory mapped does not grow with the ranges read.
+            self.log.release_pages(r.floor.pageid, self.walk_start.pageid);
+        }
         if let Some(at) = self.walker.resume_point() {
             self.take_checkpoint(at);
         }
