@@ -121,6 +121,8 @@ class ThreadedChanges:
         ranges = catalog_ranges(log, kwargs, seed, self._split, whole)
         reduced = reduced_here(log, ranges, kwargs, self._threads)
         catalog = catalog_of(log, kwargs, seed, ranges, reduced)
+        # The reduction's short walks each left a little of the log mapped around their ends.
+        log._native.release_all()
         if not catalog.supplemental:
             check_supplemental_logging_here(log, kwargs)
         window = ranges[catalog.first : catalog.last]

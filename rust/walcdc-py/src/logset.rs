@@ -261,6 +261,11 @@ impl PyLogSet {
         self.inner.random_reads()
     }
 
+    /// Drops every page of the set from this process's resident memory (`LogSet::release_all`).
+    fn release_all(&self, py: Python<'_>) {
+        py.detach(|| self.inner.release_all())
+    }
+
     fn watched_pages(&self) -> Vec<i64> {
         self.inner.watched_pages()
     }

@@ -523,6 +523,14 @@ impl LogSet {
     /// a walk passed each volume); validation drops each volume's as soon as it is read, so
     /// that neither an open's peak nor what it leaves grows with the number of volumes.
     fn release_opened(&self) {
+        self.release_all();
+    }
+
+    /// Drops every page of the set from this process's resident memory (they stay in the
+    /// page cache; a later read maps them again): after a step of a plan whose many short
+    /// walks each leave a little mapped around their ends (the kernel maps what the page
+    /// cache holds around each page touched).
+    pub fn release_all(&self) {
         for v in &self.volumes {
             v.release(0, usize::MAX, 1);
         }

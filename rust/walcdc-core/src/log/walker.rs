@@ -236,6 +236,9 @@ impl<S: LogSource + ?Sized + 'static> Walker<S> {
             }
         }
         if self.release_at_end {
+            // The read-ahead stops first (its drop waits for it): a chunk it was still mapping
+            // when the walk ended would be mapped after the release, and stay.
+            self.read_ahead = None;
             let to = self.last_lsa.map_or(self.released_below, |l| l.pageid + 1);
             self.log.release_pages(self.released_below, to);
             self.released_below = self.released_below.max(to);
