@@ -1485,8 +1485,6 @@ impl<S: LogSource + 'static> ChangeReader<S> {
 }
 
 impl<S: LogSource + 'static> ChangeReader<S> {
-    /// Decodes an event's images with the catalog (plus a transaction's not yet committed class
-    /// changes), and names its table.
     /// Counts an emitted change of a table whose schema the log does not hold.
     fn note_schema(&mut self, e: &Event) {
         let Some(class) = e.class_oid else { return };
@@ -1674,10 +1672,12 @@ pub fn type_event(
 /// The tables events are reported under, by class, remembered while the catalog does not
 /// change (three map lookups and a name comparison per event otherwise). The names are this
 /// reader's own: events of readers on other threads do not count references to one name.
+/// SipHash, as the catalog's maps: the classes come from the log, where a faster hash's
+/// collisions could be crafted.
 #[derive(Default)]
 pub struct TableNames {
     epoch: u64,
-    by_class: rustc_hash::FxHashMap<Oid, (Oid, Option<Arc<str>>)>,
+    by_class: std::collections::HashMap<Oid, (Oid, Option<Arc<str>>)>,
 }
 
 /// Classes remembered at most (a log may name any number of classes that do not exist).
