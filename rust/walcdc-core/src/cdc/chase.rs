@@ -50,8 +50,6 @@ struct Operation<'a> {
     log: &'a dyn LogSource,
     /// The supplemental record.
     supp: &'a Record,
-    at: Lsa,
-    trid: i32,
     floor: std::cell::OnceCell<Option<Lsa>>,
     /// The records this chase has read: its images, its chain walk and its floor meet the
     /// same few records (an update's undo and redo LSAs name one record, which is also the
@@ -70,14 +68,7 @@ const SEEN: usize = 4;
 
 impl<'a> Operation<'a> {
     fn new(log: &'a dyn LogSource, supp: &'a Record) -> Self {
-        Operation {
-            log,
-            supp,
-            at: supp.lsa,
-            trid: supp.trid,
-            floor: std::cell::OnceCell::new(),
-            seen: Default::default(),
-        }
+        Operation { log, supp, floor: std::cell::OnceCell::new(), seen: Default::default() }
     }
 
     /// The record at `lsa`: the supplemental record itself, one read before, or a random read.
@@ -98,13 +89,13 @@ impl<'a> Operation<'a> {
 
     /// Whether `lsa` lies inside the operation (after its floor, before its supplemental record).
     fn holds(&self, lsa: Lsa) -> bool {
-        lsa < self.at && self.floor().is_none_or(|f| lsa > f)
+        lsa < self.supp.lsa && self.floor().is_none_or(|f| lsa > f)
     }
 
     fn floor(&self) -> Option<Lsa> {
         *self.floor.get_or_init(|| {
             let mut cur = self.supp.prev_tranlsa;
-            let mut above = self.at;
+            let mut above = self.supp.lsa;
             for _ in 0..MAX_OPERATION_STEPS {
                 if cur.is_null() {
                     return None;
@@ -113,7 +104,7 @@ impl<'a> Operation<'a> {
                     return Some(above); // the chain does not go back: stop where it turns
                 }
                 let Ok(h) = self.record_at(cur) else { return Some(cur) };
-                if h.trid != self.trid || ends_operation(&h) {
+                if h.trid != self.supp.trid || ends_operation(&h) {
                     return Some(cur);
                 }
                 above = cur;
@@ -202,7 +193,7 @@ fn rebuild_mvcc_insert(log: &dyn LogSource, rec: &Record, payload: Vec<u8>) -> R
 
 /// The image a supplemental record's LSA leads to (§7.3 of the format notes).
 fn image_at(op: &Operation, at: Lsa, side: Side) -> Result<Image> {
-    let (log, from) = (op.log, op.at);
+    let (log, from) = (op.log, op.supp.lsa);
     if at >= from {
         return Err(LogError::corrupt(
             &log.set_name(),
@@ -401,7 +392,7 @@ pub fn chase(
 }
 
 fn chase_images(op: &Operation, dml: &DmlSupplement, want_before: bool, want_after: bool) -> Result<Chased> {
-    let (log, at) = (op.log, op.at);
+    let (log, at) = (op.log, op.supp.lsa);
     let mut out = Chased::default();
     let need_undo = dml.kind != DmlKind::Insert;
     let need_redo = dml.kind != DmlKind::Delete;
@@ -446,7 +437,7 @@ fn row_oid(op: &Operation, dml: &DmlSupplement) -> Result<Option<Oid>> {
         }
     };
     let mut cur = op.supp.prev_tranlsa;
-    let mut above = op.at;
+    let mut above = op.supp.lsa;
     for _ in 0..MAX_OPERATION_STEPS {
         if cur.is_null() {
             return Ok(None);
@@ -460,7 +451,7 @@ fn row_oid(op: &Operation, dml: &DmlSupplement) -> Result<Option<Oid>> {
         }
         above = cur;
         let h = op.record_at(cur)?;
-        if h.trid != op.trid {
+        if h.trid != op.supp.trid {
             return Ok(None);
         }
         // The previous operation's supplemental record ends this operation's records.
