@@ -475,9 +475,7 @@ impl LogSet {
             }
             let files = expand(&paths)?;
             let volumes = files.iter().map(|p| Volume::open(p)).collect::<Result<Vec<_>>>()?;
-            let set = LogSet::from_volumes(volumes)?;
-            set.release_opened();
-            Ok(set)
+            LogSet::from_volumes(volumes)
         }
     }
 
@@ -513,23 +511,15 @@ impl LogSet {
         }
         let mut set = LogSet::from_volumes(volumes)?;
         set.store_counters = counters;
-        set.release_opened();
         Ok(set)
     }
 
-    /// Drops from this process's resident memory what opening left mapped. Opening reads each
-    /// volume's header page through its map, and the kernel maps the page cache's folio
-    /// around it (1.7 MB a volume here: 440 MB for the 258 volumes of a 16 GB set, held until
-    /// a walk passed each volume); validation drops each volume's as soon as it is read, so
-    /// that neither an open's peak nor what it leaves grows with the number of volumes.
-    fn release_opened(&self) {
-        self.release_all();
-    }
-
     /// Drops every page of the set from this process's resident memory (they stay in the
-    /// page cache; a later read maps them again): after a step of a plan whose many short
-    /// walks each leave a little mapped around their ends (the kernel maps what the page
-    /// cache holds around each page touched).
+    /// page cache; a later read maps them again). The kernel maps what the page cache holds
+    /// around each page touched (1.7 MB a volume here): validating a set reads each volume's
+    /// header page (440 MB for the 258 volumes of a 16 GB set, held until a walk passed each
+    /// volume), and a step of a plan walks many short ranges, each leaving a little mapped
+    /// around its ends.
     pub fn release_all(&self) {
         for v in &self.volumes {
             v.release(0, usize::MAX, 1);
@@ -629,7 +619,7 @@ impl LogSet {
                     msg: "no CUBRID/LogActive or CUBRID/LogArchive magic in the header page".into(),
                 });
             }
-            // Its header page is read: not kept mapped (see `LogSet::release_opened`).
+            // Its header page is read: not kept mapped (see `LogSet::release_all`).
             vol.release(0, usize::MAX, 1);
             volumes.push(vol);
         }
@@ -673,6 +663,9 @@ impl LogSet {
             store_counters: None,
         };
         set.first_pageid = set.compute_first_pageid()?;
+        // Validation dropped each volume's header as soon as it was read, so that an open's
+        // peak does not grow with the number of volumes; what it touched since goes too.
+        set.release_all();
         Ok(set)
     }
 
