@@ -109,7 +109,7 @@ fn representation_of(repid: i32, columns: &Bound<'_, PyList>) -> PyResult<Repres
         )));
     }
     let n_var = attributes.len() - n_fixed;
-    Ok(Representation { repid, attributes, n_fixed, n_var, json_keys: Default::default() })
+    Ok(Representation::new(repid, attributes, n_fixed, n_var))
 }
 
 /// `encode_class_record(name, class_oid, current_repid, representations, subclasses=(), flags=0,

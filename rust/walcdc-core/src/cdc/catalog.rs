@@ -496,8 +496,7 @@ impl Catalog {
             .collect();
         let rid = repid.unwrap_or(ANY_REPID);
         let mut representations = HashMap::new();
-        representations
-            .insert(rid, Representation { repid: rid, attributes, n_fixed, n_var, json_keys: Default::default() });
+        representations.insert(rid, Representation::new(rid, attributes, n_fixed, n_var));
         self.add(ClassSchema {
             oid,
             name: name.to_string(),

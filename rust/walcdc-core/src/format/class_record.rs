@@ -413,7 +413,7 @@ fn old_representation(e: &[u8], current: &[Attribute]) -> ParseResult<Representa
     }
     let what = format!("representation {repid}");
     let (n_fixed, n_var) = counts(o.int(4)?, o.int(8)?, attributes.len(), &what)?;
-    Ok(Representation { repid, attributes, n_fixed, n_var, json_keys: Default::default() })
+    Ok(Representation::new(repid, attributes, n_fixed, n_var))
 }
 
 /// Word 0 and the variable part of a class record, or why it is not one.
@@ -470,10 +470,7 @@ pub fn parse_class_record(oid: Oid, record: &[u8]) -> Result<ClassSchema, String
             representations.entry(rep.repid).or_insert(rep);
         }
     }
-    representations.insert(
-        current_repid,
-        Representation { repid: current_repid, attributes, n_fixed, n_var, json_keys: Default::default() },
-    );
+    representations.insert(current_repid, Representation::new(current_repid, attributes, n_fixed, n_var));
 
     Ok(ClassSchema {
         oid,

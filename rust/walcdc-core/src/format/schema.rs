@@ -145,10 +145,15 @@ pub struct Representation {
     pub n_var: usize,
     /// Made from `attributes` on first use (see [`Representation::json_keys`]).
     #[serde(skip)]
-    pub json_keys: JsonKeysOnce,
+    pub(crate) json_keys: JsonKeysOnce,
 }
 
 impl Representation {
+    /// A representation of `attributes` (in storage order), `n_fixed` of them fixed-width.
+    pub fn new(repid: i32, attributes: Vec<Attribute>, n_fixed: usize, n_var: usize) -> Representation {
+        Representation { repid, attributes, n_fixed, n_var, json_keys: Default::default() }
+    }
+
     /// The attributes in the user's column order and their names as JSON keys: what every row
     /// of this representation is written with, made once (not sorted and escaped per row).
     pub fn json_keys(&self) -> &JsonKeys {
@@ -247,7 +252,7 @@ mod tests {
         // Storage order: fixed first; the user's order by def_order, then id; negative last.
         let attributes =
             vec![attribute(7, "b", 1), attribute(3, "q\"x", -1), attribute(5, "a", 0), attribute(2, "c", 1)];
-        let rep = Representation { repid: 1, attributes, n_fixed: 2, n_var: 2, json_keys: Default::default() };
+        let rep = Representation::new(1, attributes, 2, 2);
         let keys = rep.json_keys();
         assert_eq!(keys.order, vec![2, 3, 0, 1]);
         assert_eq!(keys.names.iter().map(|k| &**k).collect::<Vec<_>>(), ["\"b\"", "\"q\\\"x\"", "\"a\"", "\"c\""]);

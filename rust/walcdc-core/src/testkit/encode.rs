@@ -262,13 +262,7 @@ fn fixed_length(r: &Representation) -> usize {
 /// canonical CDC forms of [`crate::format::row::text::value_json`]. A default that does not encode for its
 /// domain is written as NULL (parsed back as none).
 pub fn encode_class_record(schema: &ClassSchema) -> Vec<u8> {
-    let empty = Representation {
-        repid: schema.current_repid,
-        attributes: Vec::new(),
-        n_fixed: 0,
-        n_var: 0,
-        json_keys: Default::default(),
-    };
+    let empty = Representation::new(schema.current_repid, Vec::new(), 0, 0);
     let cur = schema.representations.get(&schema.current_repid).unwrap_or(&empty);
     let mut old: Vec<&Representation> =
         schema.representations.values().filter(|r| r.repid != schema.current_repid).collect();
@@ -1331,7 +1325,7 @@ mod tests {
     fn rep(repid: i32, attributes: Vec<Attribute>) -> Representation {
         let n_fixed = attributes.iter().filter(|a| !row::layout::is_variable_type(a.domain.db_type)).count();
         let n_var = attributes.len() - n_fixed;
-        Representation { repid, attributes, n_fixed, n_var, json_keys: Default::default() }
+        Representation::new(repid, attributes, n_fixed, n_var)
     }
 
     /// Incompressible bytes (xorshift64).

@@ -668,24 +668,19 @@ mod tests {
 
     fn rep(repid: i32, cols: &[(&str, Domain)]) -> Representation {
         let n_fixed = cols.iter().take_while(|c| !is_variable_type(c.1.db_type)).count();
-        Representation {
-            repid,
-            attributes: cols
-                .iter()
-                .enumerate()
-                .map(|(i, (n, d))| Attribute {
-                    id: i as i32,
-                    name: n.to_string(),
-                    def_order: i as i32,
-                    domain: d.clone(),
-                    primary_key: false,
-                    default_value: None,
-                })
-                .collect(),
-            n_fixed,
-            n_var: cols.len() - n_fixed,
-            json_keys: Default::default(),
-        }
+        let attributes = cols
+            .iter()
+            .enumerate()
+            .map(|(i, (n, d))| Attribute {
+                id: i as i32,
+                name: n.to_string(),
+                def_order: i as i32,
+                domain: d.clone(),
+                primary_key: false,
+                default_value: None,
+            })
+            .collect();
+        Representation::new(repid, attributes, n_fixed, cols.len() - n_fixed)
     }
 
     /// Spec §8.5: `t (id INT, name VARCHAR(20), price NUMERIC(10,2), created DATETIME, note STRING)`
