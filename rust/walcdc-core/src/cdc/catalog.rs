@@ -20,6 +20,8 @@ use crate::log::source::LogSource;
 
 const RVOVF_NEWPAGE_LINK: i32 = 55;
 const RVOVF_CHANGE_LINK: i32 = 57;
+use crate::format::row::layout::Slot;
+use crate::format::row::RowRoom;
 use crate::format::schema::{self, Attribute, ClassSchema, Representation};
 use crate::format::supplemental::Oid;
 use crate::format::{class_record, row};
@@ -330,8 +332,9 @@ pub struct DecodedRow {
 impl DecodedRow {
     /// `{"pk column": value, ...}` of the primary-key columns, `None` for a table without one.
     pub fn key_json(&self) -> Option<String> {
-        let mut out = String::new();
-        for c in self.columns.iter().filter(|c| c.primary_key) {
+        let keys = self.columns.iter().filter(|c| c.primary_key);
+        let mut out = String::with_capacity(keys.clone().map(|c| c.key.len() + c.value.len() + 2).sum::<usize>() + 1);
+        for c in keys {
             out.push(if out.is_empty() { '{' } else { ',' });
             out.push_str(self.key(c));
             out.push(':');
@@ -352,7 +355,12 @@ impl DecodedRow {
 
     /// A column's key (its name, or its attribute id as text).
     pub fn name(&self, c: &DecodedColumn) -> String {
-        serde_json::from_str(self.key(c)).unwrap_or_default()
+        let key = self.key(c);
+        match key.strip_prefix('"').and_then(|k| k.strip_suffix('"')) {
+            // Nearly every name has nothing escaped: the literal's inside is the name.
+            Some(inner) if !inner.contains('\\') => inner.to_owned(),
+            _ => serde_json::from_str(key).unwrap_or_default(),
+        }
     }
 }
 
@@ -596,13 +604,9 @@ impl Catalog {
         self.decode_keyed(class, img, KeyMode::NameThen, None)
     }
 
-    /// The image's representation, its values (storage order) and the columns that did not
-    /// decode (`column: reason`).
-    fn decode_row<'a>(
-        &'a self,
-        class: Oid,
-        img: &Image,
-    ) -> std::result::Result<(&'a Representation, Vec<row::Value>, Vec<String>), String> {
+    /// The representation an image of `class` was written with, and whether it is the class's
+    /// current one.
+    fn representation_of(&self, class: Oid, img: &Image) -> std::result::Result<(&Representation, bool), String> {
         if img.row.len() < 4 {
             return Err("image shorter than a record header".into());
         }
@@ -610,9 +614,18 @@ impl Catalog {
         let Some(c) = self.classes.get(&class) else {
             return Err(format!("schema unknown for class {class} (created before the log window?)"));
         };
-        let Some(rep) = c.representations.get(&repid).or_else(|| c.representations.get(&ANY_REPID)) else {
-            return Err(format!("representation {repid} of {} unknown", c.name));
-        };
+        let found = |id: i32| c.representations.get(&id).map(|r| (r, id == c.current_repid));
+        found(repid).or_else(|| found(ANY_REPID)).ok_or_else(|| format!("representation {repid} of {} unknown", c.name))
+    }
+
+    /// The image's representation, its values (storage order) and the columns that did not
+    /// decode (`column: reason`).
+    fn decode_row<'a>(
+        &'a self,
+        class: Oid,
+        img: &Image,
+    ) -> std::result::Result<(&'a Representation, Vec<row::Value>, Vec<String>), String> {
+        let (rep, _) = self.representation_of(class, img)?;
         let values = row::decode_row(rep, &img.row)?;
         let problems: Vec<String> = rep
             .attributes
@@ -644,13 +657,27 @@ impl Catalog {
         keys: KeyMode,
         now: Option<&Catalog>,
     ) -> std::result::Result<DecodedRow, String> {
-        let (rep, values, problems) = self.decode_row(class, img)?;
+        let mut row = DecodedRow::default();
+        self.decode_keyed_into(class, img, keys, now, &mut RowRoom::default(), &mut row)?;
+        Ok(row)
+    }
+
+    /// [`Catalog::decode_keyed`] into `out` (its JSON, columns and problems replaced), in
+    /// `room`: a stream decoding row after row reuses both, and writes each value's JSON from
+    /// the row's bytes (no value built per column).
+    pub fn decode_keyed_into(
+        &self,
+        class: Oid,
+        img: &Image,
+        keys: KeyMode,
+        now: Option<&Catalog>,
+        room: &mut RowRoom,
+        out: &mut DecodedRow,
+    ) -> std::result::Result<(), String> {
         // Rows of the current representation (nearly all) are keyed by its own names.
-        let current = self
-            .classes
-            .get(&class)
-            .and_then(|c| c.representations.get(&c.current_repid))
-            .is_some_and(|r| std::ptr::eq(r, rep));
+        let (rep, current) = self.representation_of(class, img)?;
+        let RowRoom { slots, text } = room;
+        row::layout::row_slots(rep, &img.row, slots)?;
         let renamed = match keys {
             KeyMode::Id => None,
             KeyMode::NameThen if current => None,
@@ -660,11 +687,16 @@ impl Catalog {
         let plan = rep.json_keys();
         // The representation's own names, escaped once, unless the keys are ids or other names.
         let own_names = renamed.is_none() && !matches!(keys, KeyMode::Id);
-        let mut json = String::with_capacity(64 + img.row.len() * 2);
-        let mut columns = Vec::with_capacity(plan.order.len());
+        let DecodedRow { json, columns, problems } = out;
+        json.clear();
+        json.reserve(64 + img.row.len() * 2);
+        columns.clear();
+        problems.clear();
+        // Problems are told in storage order, whatever order the columns are written in.
+        let mut undecoded: Vec<(usize, String)> = Vec::new();
         json.push('{');
-        for (n, &i) in plan.order.iter().filter(|&&i| i < values.len()).enumerate() {
-            let a = &rep.attributes[i];
+        let placed = plan.order.iter().filter_map(|&i| Some((i, rep.attributes.get(i)?, slots.get(i)?)));
+        for (n, (i, a, slot)) in placed.enumerate() {
             if n > 0 {
                 json.push(',');
             }
@@ -674,17 +706,40 @@ impl Catalog {
                 KeyMode::Id => {
                     let _ = write!(json, "\"{}\"", a.id);
                 }
-                _ => json_string(&mut json, renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name)),
+                _ => json_string(json, renamed.as_ref().and_then(|m| m.get(&a.id)).copied().unwrap_or(&a.name)),
             }
             let key = key_at..json.len();
             json.push(':');
             let value_at = json.len();
-            row::text::value_json_into(&mut json, &values[i], &a.domain);
+            let reason = match slot {
+                Slot::Null => {
+                    json.push_str("null");
+                    None
+                }
+                Slot::Bad(reason) => {
+                    json.push_str("null");
+                    Some(reason.clone())
+                }
+                Slot::Bytes(r) => row::column_json_into(json, &a.domain, &img.row[r.clone()], text),
+            };
+            if let Some(reason) = reason {
+                undecoded.push((i, format!("column {}: {reason}", a.name)));
+            }
             columns.push(DecodedColumn { id: a.id, key, value: value_at..json.len(), primary_key: a.primary_key });
         }
         json.push('}');
-        Ok(DecodedRow { json, columns, problems })
+        undecoded.sort_by_key(|&(i, _)| i);
+        problems.extend(undecoded.into_iter().map(|(_, p)| p));
+        Ok(())
     }
+}
+
+/// Room a stream reuses to decode rows: a row's, and its two images decoded.
+#[derive(Default)]
+pub struct RowScratch {
+    pub room: RowRoom,
+    pub before: DecodedRow,
+    pub after: DecodedRow,
 }
 
 pub use crate::format::row::text::push_json_str as json_string;
@@ -950,6 +1005,114 @@ mod tests {
         let bytes = postcard::to_allocvec(&clone).unwrap();
         let back: Catalog = postcard::from_bytes(&bytes).unwrap();
         assert!(![first, c.epoch()].contains(&back.epoch()), "a catalog read back is a new one");
+    }
+
+    /// A table of every common column kind, and rows of it: `(values by column, as written)`.
+    fn typed_rows() -> (Catalog, Oid, Vec<Image>) {
+        use crate::format::row::Value;
+        use crate::format::schema::{db_type, Domain};
+        let class = Oid { pageid: 9, slotid: 2, volid: 0 };
+        let domain = |db_type, precision, codeset| Domain { db_type, precision, codeset, ..Domain::default() };
+        let columns = [
+            ("id", domain(db_type::INTEGER, -1, 0), true),
+            ("name", domain(db_type::STRING, 200, 5), false),
+            ("code", domain(db_type::CHAR, 6, 5), false),
+            ("price", domain(db_type::DOUBLE, -1, 0), false),
+            ("at", domain(db_type::DATETIME, -1, 0), false),
+            ("amount", Domain { scale: 2, ..domain(db_type::NUMERIC, 12, 0) }, false),
+            ("latin", domain(db_type::STRING, 20, 3), false),
+        ];
+        let mut catalog = Catalog::default();
+        let user = |(i, (name, domain, primary_key)): (usize, &(&str, Domain, bool))| UserColumn {
+            name: name.to_string(),
+            def_order: i as i32,
+            domain: domain.clone(),
+            primary_key: *primary_key,
+        };
+        catalog.add_columns(class, "dba.t", Some(1), columns.iter().enumerate().map(user).collect());
+        let rep = &catalog.classes[&class].representations[&1];
+        let mut images = Vec::new();
+        for i in 0..64i64 {
+            let long = "\u{e9}x\"y".repeat(i as usize * 7); // past 255 bytes: the long form; escapes
+            let by_name = |name: &str| -> Value {
+                match name {
+                    "id" => Value::Int(i),
+                    "name" if i % 5 == 0 => Value::Null,
+                    "name" => Value::String { bytes: long.clone().into_bytes(), codeset: 5 },
+                    "code" => Value::String { bytes: format!("c{i:<5}").into_bytes(), codeset: 5 },
+                    "price" => Value::Double(i as f64 / 3.0),
+                    "at" => Value::Datetime { jdn: 2_460_000 + i as i32, ms: 1000 * i as u32 },
+                    "amount" => Value::Numeric { unscaled: i as i128 * 101, scale: 2 },
+                    _ => Value::String { bytes: vec![0xE9, b'a' + i as u8 % 26], codeset: 3 },
+                }
+            };
+            let values: Vec<Value> = rep.attributes.iter().map(|a| by_name(&a.name)).collect();
+            let row = crate::testkit::encode::encode_row(rep, &values, None).unwrap();
+            images.push(Image { rec_type: REC_HOME, row });
+        }
+        (catalog, class, images)
+    }
+
+    /// A row's JSON written from its bytes is the JSON of its decoded values, column by column
+    /// in the user's order; decoding row after row into one row allocates nothing.
+    #[test]
+    fn rows_decode_to_the_json_of_their_values_without_allocating() {
+        let (catalog, class, images) = typed_rows();
+        let rep = &catalog.classes[&class].representations[&1];
+        let name = rep.attributes.iter().position(|a| a.name == "name").unwrap();
+        let zipped = |img: &&Image| match &row::layout::row_layout(rep, &img.row).unwrap().slots[name] {
+            Slot::Bytes(r) => row::decode_varchar(&img.row[r.clone()]).unwrap().1,
+            _ => false,
+        };
+        assert!(images.iter().filter(zipped).count() > 10, "rows with LZ4-compressed strings");
+        let mut scratch = RowScratch::default();
+        for (id, img) in images.iter().enumerate() {
+            let values = row::decode_row(rep, &img.row).unwrap();
+            let mut expected = String::from("{");
+            for (n, &i) in rep.json_keys().order.iter().enumerate() {
+                let a = &rep.attributes[i];
+                expected += &format!(
+                    "{}\"{}\":{}",
+                    if n > 0 { "," } else { "" },
+                    a.name,
+                    row::text::value_json(&values[i], &a.domain)
+                );
+            }
+            expected.push('}');
+            let RowScratch { room, before, .. } = &mut scratch;
+            catalog.decode_keyed_into(class, img, KeyMode::NameThen, None, room, before).unwrap();
+            assert_eq!(before.json, expected);
+            assert!(before.problems.is_empty());
+            assert_eq!(before.key_json(), Some(format!("{{\"id\":{id}}}")));
+            assert_eq!(*before, catalog.decode(class, img).unwrap());
+        }
+        let ((), allocations) = crate::alloc_count::allocations_in(|| {
+            for _ in 0..4 {
+                for img in &images {
+                    let RowScratch { room, before, .. } = &mut scratch;
+                    catalog.decode_keyed_into(class, img, KeyMode::NameThen, None, room, before).unwrap();
+                }
+            }
+        });
+        assert_eq!(allocations, 0, "decoding {} rows into one row's room", 4 * images.len());
+    }
+
+    /// Columns that do not decode are told in storage order, whatever the user's order.
+    #[test]
+    fn undecodable_columns_are_told_in_storage_order() {
+        let (catalog, class, images) = typed_rows();
+        let rep = &catalog.classes[&class].representations[&1];
+        let mut img = images[3].clone();
+        // Every variable column's offsets point past the row's end.
+        let shape = row::layout::row_layout(rep, &img.row).unwrap();
+        for j in 0..=rep.n_var {
+            img.row[shape.header_size + j] = 0xF0;
+        }
+        let decoded = catalog.decode(class, &img).unwrap();
+        let (_, values, problems) = catalog.decode_row(class, &img).unwrap();
+        assert!(problems.len() >= 2, "{problems:?}");
+        assert_eq!(decoded.problems, problems);
+        assert_eq!(values.iter().filter(|v| v.undecoded().is_some()).count(), problems.len());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, BufWriter, Write};
 use std::sync::Arc;
 
-use crate::cdc::catalog::{self, Catalog, ClassChange, ClassTracker, KeyMode, Staging};
+use crate::cdc::catalog::{self, Catalog, ClassChange, ClassTracker, DecodedRow, KeyMode, RowScratch, Staging};
 use crate::cdc::chase::Image;
 use crate::cdc::event::{Cursor, Event, Op, Pending, Typed};
 use crate::cdc::extract::{self, Extractor};
@@ -312,6 +312,8 @@ pub struct ChangeReader<S: LogSource + 'static = LogSet> {
     unknown_tables: rustc_hash::FxHashSet<Oid>,
     /// The tables events are reported under, by class, as the catalog names them now.
     tables: TableNames,
+    /// Room to decode rows in, reused event after event.
+    rows: RowScratch,
     /// Where the walk began: every transaction with a record at or after it was seen from
     /// then on (see `ChangeReader::check_chain`).
     walk_start: Lsa,
@@ -520,6 +522,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
             next_checkpoint: if checkpoint_pages == 0 { i64::MAX } else { i64::MIN },
             unknown_tables: Default::default(),
             tables: Default::default(),
+            rows: Default::default(),
             walk_start,
             skips_seen: 0,
             range,
@@ -1183,6 +1186,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
                 &self.opts,
                 self.catalog_now.as_ref(),
                 &mut self.tables,
+                &mut self.rows,
             )));
             self.note_schema(&e);
             self.keep_wanted_images(&mut e);
@@ -1440,6 +1444,7 @@ impl<S: LogSource + 'static> ChangeReader<S> {
                 &self.opts,
                 self.catalog_now.as_ref(),
                 &mut self.tables,
+                &mut self.rows,
             )));
             self.note_schema(&e);
             self.keep_wanted_images(&mut e);
@@ -1585,6 +1590,7 @@ pub fn type_event(
     opts: &ChangeOptions,
     now: Option<&Catalog>,
     tables: &mut TableNames,
+    rows: &mut RowScratch,
 ) -> Typed {
     let mut t = Typed::default();
     let Some(class) = e.class_oid else { return t };
@@ -1639,29 +1645,33 @@ pub fn type_event(
         return t;
     }
     let keys = opts.keys;
-    let mut decode = |img: &Option<Image>| match img {
-        Some(i) => match cat.decode_keyed(class, i, keys, now) {
-            Ok(d) => Some(d),
+    let RowScratch { room, before: before_row, after: after_row } = rows;
+    let mut decode = |img: &Option<Image>, row: &mut DecodedRow| match img {
+        Some(i) => match cat.decode_keyed_into(class, i, keys, now, room, row) {
+            Ok(()) => true,
             Err(m) => {
                 errors.push(m);
-                None
+                false
             }
         },
-        None => None,
+        None => false,
     };
-    let before = decode(&e.before);
-    let after = decode(&e.after);
-    for (side, row) in [("before", &before), ("after", &after)] {
+    let has_before = decode(&e.before, before_row);
+    let has_after = decode(&e.after, after_row);
+    let before = has_before.then_some(&*before_row);
+    let after = has_after.then_some(&*after_row);
+    for (side, row) in [("before", before), ("after", after)] {
         if let Some(r) = row {
             errors.extend(r.problems.iter().map(|p| format!("{side}: {p}")));
         }
     }
-    if let (Some(b), Some(a)) = (&before, &after) {
+    if let (Some(b), Some(a)) = (before, after) {
         t.changed_columns = Some(catalog::changed_columns(b, a));
     }
-    t.key = after.as_ref().or(before.as_ref()).and_then(|d| d.key_json());
-    t.before = before.map(|d| d.json);
-    t.after = after.map(|d| d.json);
+    t.key = after.or(before).and_then(|d| d.key_json());
+    // The JSON texts move into the event; the rows' other room stays for the next event.
+    t.before = has_before.then(|| std::mem::take(&mut before_row.json));
+    t.after = has_after.then(|| std::mem::take(&mut after_row.json));
     if !errors.is_empty() {
         errors.dedup();
         t.decode_error = Some(errors.join("; "));

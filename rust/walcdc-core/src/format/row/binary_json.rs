@@ -48,7 +48,7 @@ pub(super) fn json_node(b: &[u8], pos: &mut usize, out: &mut String, depth: u32)
         4 => {
             let v = f64::from_bits(be_u64(b, *pos).ok_or_else(|| short("JSON double"))?);
             *pos += 8;
-            out.push_str(&json_f64(v));
+            push_json_f64(out, v);
         }
         5 => push_json_str(out, &json_string(b, pos)?),
         6 => {

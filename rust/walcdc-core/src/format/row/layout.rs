@@ -113,6 +113,30 @@ pub fn record_repid(record: &[u8]) -> Result<i32, String> {
 
 /// Locates every column of `record` (header included) laid out by `rep`.
 pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, String> {
+    let mut slots = Vec::with_capacity(rep.attributes.len());
+    let shape = row_slots(rep, record, &mut slots)?;
+    Ok(RowLayout {
+        repid: (shape.word & 0x00FF_FFFF) as i32,
+        mvcc_flags: heap::mvcc_flags(shape.word),
+        header_size: shape.header_size,
+        offset_size: shape.offset_size,
+        has_bound_bits: shape.word & 0x8000_0000 != 0,
+        slots,
+    })
+}
+
+/// What [`row_slots`] read from a record's header.
+pub struct RowShape {
+    /// Word 0 (representation id, flags).
+    pub word: u32,
+    pub header_size: usize,
+    pub offset_size: usize,
+}
+
+/// [`row_layout`]'s slots, into `slots` (cleared first): a reader decoding row after row
+/// reuses one vector rather than allocating one per row.
+pub fn row_slots(rep: &Representation, record: &[u8], slots: &mut Vec<Slot>) -> Result<RowShape, String> {
+    slots.clear();
     let (word, h) = parse_header(record)?;
     let repid = (word & 0x00FF_FFFF) as i32;
     if rep.repid >= 0 && repid != rep.repid {
@@ -132,14 +156,15 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
             rep.attributes.len()
         ));
     }
-    // Fixed columns: back to back in storage order.
-    let mut fixed = Vec::with_capacity(n_fixed);
+    // Fixed columns: back to back in storage order (placed from 0 here, moved to the fixed
+    // part's offset below).
     let mut fixed_sum = 0usize;
     for a in &rep.attributes[..n_fixed] {
         let size = fixed_disk_size(&a.domain)
             .ok_or_else(|| format!("attribute {} (type {}) cannot be in the fixed part", a.name, a.domain.db_type))?;
-        fixed.push(fixed_sum..fixed_sum + size);
-        fixed_sum = fixed_sum.checked_add(size).ok_or("fixed part too large")?;
+        let end = fixed_sum.checked_add(size).ok_or("fixed part too large")?;
+        slots.push(Slot::Bytes(fixed_sum..end));
+        fixed_sum = end;
     }
     for a in &rep.attributes[n_fixed..] {
         if !is_variable_type(a.domain.db_type) {
@@ -159,10 +184,12 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
             record.len()
         ));
     }
-    let mut slots = Vec::with_capacity(rep.attributes.len());
-    for (p, r) in fixed.into_iter().enumerate() {
+    for (p, slot) in slots.iter_mut().enumerate() {
         let bound = !has_bb || record[bb_at + (p >> 3)] & (1 << (p & 7)) != 0;
-        slots.push(if bound { Slot::Bytes(fixed_at + r.start..fixed_at + r.end) } else { Slot::Null });
+        *slot = match slot {
+            Slot::Bytes(r) if bound => Slot::Bytes(fixed_at + r.start..fixed_at + r.end),
+            _ => Slot::Null,
+        };
     }
     if n_var > 0 {
         let entry = |i: usize| -> Option<usize> {
@@ -173,13 +200,15 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
                 _ => be_i32(record, at).and_then(|v| usize::try_from(v).ok()),
             }
         };
-        let entries: Vec<Option<usize>> = (0..=n_var).map(entry).collect();
         // The highest start of a column given bytes so far: a start above it is new (the
         // writers' location order); one at or below it must not be an earlier column's, or a
         // hostile row would have many columns decode the same bytes (one row's worth each).
         let mut highest_start = None;
+        let mut next = entry(0);
         for j in 0..n_var {
-            let (Some(s), Some(e)) = (entries[j], entries[j + 1]) else {
+            let (s, e) = (next, entry(j + 1));
+            next = e;
+            let (Some(s), Some(e)) = (s, e) else {
                 slots.push(Slot::Bad(format!("variable column {j}: negative offset")));
                 continue;
             };
@@ -189,7 +218,7 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
             }
             // Values are laid out in location order; a defensive reader takes the next larger
             // entry when the following one is smaller.
-            let e = if e > s { Some(e) } else { entries.iter().flatten().copied().filter(|&x| x > s).min() };
+            let e = if e > s { Some(e) } else { (0..=n_var).filter_map(entry).filter(|&x| x > s).min() };
             let slot = match e {
                 None => Slot::Bad(format!("variable column {j}: no end offset after {s}")),
                 Some(e) if h + s < data_at => {
@@ -213,14 +242,7 @@ pub fn row_layout(rep: &Representation, record: &[u8]) -> Result<RowLayout, Stri
             slots.push(slot);
         }
     }
-    Ok(RowLayout {
-        repid,
-        mvcc_flags: heap::mvcc_flags(word),
-        header_size: h,
-        offset_size,
-        has_bound_bits: has_bb,
-        slots,
-    })
+    Ok(RowShape { word, header_size: h, offset_size })
 }
 
 /// Storage order of a new representation (log format §8.3 rules 1–3): `candidates` are the

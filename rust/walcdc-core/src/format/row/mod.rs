@@ -255,12 +255,7 @@ fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String>
             Value::Enum { index, label }
         }
         db_type::OBJECT | db_type::OID => Value::Oid(Oid::from_packed(f(8)?)),
-        db_type::CHAR | db_type::NCHAR => {
-            // A tagged collection element may carry a domain without precision: take what is there.
-            let x = if d.precision > 0 { fixed_bytes(d, b)? } else { b };
-            let keep = first_chars(x, d.codeset, usize::try_from(d.precision).ok().filter(|&n| n > 0));
-            Value::String { bytes: x[..keep].to_vec(), codeset: d.codeset }
-        }
+        db_type::CHAR | db_type::NCHAR => Value::String { bytes: char_bytes(d, b)?.to_vec(), codeset: d.codeset },
         db_type::BIT => {
             let x = if d.precision > 0 { fixed_bytes(d, b)? } else { b };
             let bits = if d.precision > 0 { d.precision as u32 } else { (x.len() * 8) as u32 };
@@ -276,6 +271,55 @@ fn decode_value_inner(d: &Domain, b: &[u8], depth: u32) -> Result<Value, String>
         db_type::BLOB | db_type::CLOB | db_type::ELO => decode_lob(b)?,
         _ => return Err(format!("type {t} is not a column type this decoder knows")),
     })
+}
+
+/// A CHAR / NCHAR value's bytes: its first `precision` characters (blank padding kept).
+fn char_bytes<'a>(d: &Domain, b: &'a [u8]) -> Result<&'a [u8], String> {
+    // A tagged collection element may carry a domain without precision: take what is there.
+    let x = if d.precision > 0 { fixed_bytes(d, b)? } else { b };
+    let keep = first_chars(x, d.codeset, usize::try_from(d.precision).ok().filter(|&n| n > 0));
+    Ok(&x[..keep])
+}
+
+/// Room a reader reuses to decode row after row: the row's layout, and a compressed string's
+/// text.
+#[derive(Debug, Default)]
+pub struct RowRoom {
+    pub slots: Vec<Slot>,
+    pub text: Vec<u8>,
+}
+
+/// Appends the JSON of the value of domain `d` stored in `b` (a column's bytes, as
+/// [`decode_value`] takes them): what `value_json_into(decode_value(d, b, 0))` appends, with
+/// strings escaped from the row's own bytes (or unzipped into `text_room`) instead of copied
+/// into a [`Value`] first. Returns why the value could not be decoded, when it could not (its
+/// JSON is then `null`).
+pub fn column_json_into(out: &mut String, d: &Domain, b: &[u8], text_room: &mut Vec<u8>) -> Option<String> {
+    let text = match d.db_type {
+        _ if d.codeset == 4 => None,
+        db_type::STRING | db_type::VARNCHAR => Some(varchar_bytes(b, text_room)),
+        db_type::CHAR | db_type::NCHAR => Some(char_bytes(d, b)),
+        _ => None,
+    };
+    match text {
+        Some(Ok(bytes)) if d.codeset == 3 => {
+            push_latin1_json(out, bytes);
+            None
+        }
+        Some(Ok(bytes)) => {
+            push_utf8_json(out, bytes);
+            None
+        }
+        Some(Err(reason)) => {
+            out.push_str("null");
+            Some(reason)
+        }
+        None => {
+            let v = decode_value(d, b, 0);
+            value_json_into(out, &v, d);
+            v.undecoded().map(str::to_owned)
+        }
+    }
 }
 
 /// Byte length of the first `n` characters of `b` in `codeset` (all of `b` when `n` is None).
@@ -308,11 +352,19 @@ fn first_chars(b: &[u8], codeset: i32, n: Option<usize>) -> usize {
 
 /// A VARCHAR-encoded string (§8.4): the text bytes and whether they were LZ4-compressed.
 pub fn decode_varchar(b: &[u8]) -> Result<(Vec<u8>, bool), String> {
+    let mut room = Vec::new();
+    let text = varchar_bytes(b, &mut room)?.to_vec();
+    Ok((text, !room.is_empty()))
+}
+
+/// A VARCHAR-encoded string's text bytes: in `b`, or unzipped into `room` when they were
+/// LZ4-compressed (`room` is left empty otherwise).
+fn varchar_bytes<'a>(b: &'a [u8], room: &'a mut Vec<u8>) -> Result<&'a [u8], String> {
+    room.clear();
     let &first = b.first().ok_or("empty string value")?;
     if first < 0xFF {
         let len = first as usize;
-        let text = b.get(1..1 + len).ok_or_else(|| short(&format!("string of {len} bytes")))?;
-        return Ok((text.to_vec(), false));
+        return b.get(1..1 + len).ok_or_else(|| short(&format!("string of {len} bytes")));
     }
     let c = be_i32(b, 1).ok_or_else(|| short("long string header"))?;
     let l = be_i32(b, 5).ok_or_else(|| short("long string header"))?;
@@ -321,18 +373,19 @@ pub fn decode_varchar(b: &[u8]) -> Result<(Vec<u8>, bool), String> {
         _ => return Err(format!("long string with negative length (compressed {c}, length {l})")),
     };
     if c == 0 {
-        let text = b.get(9..9 + l).ok_or_else(|| short(&format!("string of {l} bytes")))?;
-        return Ok((text.to_vec(), false));
+        return b.get(9..9 + l).ok_or_else(|| short(&format!("string of {l} bytes")));
     }
     let block = b.get(9..9 + c).ok_or_else(|| short(&format!("LZ4 string of {c} compressed bytes")))?;
     if l as u64 > MAX_STRING_LENGTH || l as u64 > (c as u64).saturating_mul(LZ4_MAX_RATIO) + 64 {
         return Err(format!("LZ4 string claims {l} bytes from {c} compressed bytes"));
     }
-    let text = lz4_flex::block::decompress(block, l).map_err(|e| format!("LZ4 string does not decode: {e}"))?;
-    if text.len() != l {
-        return Err(format!("LZ4 string decodes to {} bytes, {l} declared", text.len()));
+    room.resize(l, 0);
+    let n = lz4_flex::block::decompress_into(block, room).map_err(|e| format!("LZ4 string does not decode: {e}"))?;
+    if n != l {
+        room.clear();
+        return Err(format!("LZ4 string decodes to {n} bytes, {l} declared"));
     }
-    Ok((text, true))
+    Ok(room)
 }
 
 /// A VARBIT value: bytes and bit length.

@@ -6,10 +6,15 @@ use super::*;
 /// Appends `s` as a JSON string literal (escapes as serde_json writes them).
 pub fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
+    push_json_str_body(out, s);
+    out.push('"');
+}
+
+/// [`push_json_str`] without the quotes.
+fn push_json_str_body(out: &mut String, s: &str) {
     // Most text needs no escape: one pass that the compiler vectorizes finds out.
     if !s.bytes().fold(false, |any, b| any | (b < 0x20) | (b == b'"') | (b == b'\\')) {
         out.push_str(s);
-        out.push('"');
         return;
     }
     let mut start = 0;
@@ -34,14 +39,29 @@ pub fn push_json_str(out: &mut String, s: &str) {
         start = i + 1;
     }
     out.push_str(&s[start..]);
+}
+
+/// Appends ISO-8859-1 text as a JSON string literal: each byte is the character of its code.
+pub(super) fn push_latin1_json(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    // ASCII runs are the same text in UTF-8 (and hold every character JSON escapes).
+    for run in bytes.split_inclusive(|b| !b.is_ascii()) {
+        let (ascii, high) = match run.split_last() {
+            Some((&last, head)) if !last.is_ascii() => (head, Some(last as char)),
+            _ => (run, None),
+        };
+        push_json_str_body(out, std::str::from_utf8(ascii).unwrap_or_default());
+        out.extend(high);
+    }
     out.push('"');
 }
 
-pub(super) fn json_f64(v: f64) -> String {
+/// A double as JSON: serde_json's digits (ryu's shortest round trip), `null` when not finite.
+pub(super) fn push_json_f64(out: &mut String, v: f64) {
     if v.is_finite() {
-        serde_json::to_string(&v).unwrap_or_else(|_| "null".into())
+        out.push_str(ryu::Buffer::new().format_finite(v));
     } else {
-        "null".into()
+        out.push_str("null");
     }
 }
 
@@ -76,30 +96,37 @@ pub fn ymd_to_jdn(year: i64, month: u32, day: u32) -> i64 {
     }
 }
 
-pub(super) fn fmt_date(jdn: i64) -> String {
+// The text forms below are written into a caller's string: a row's JSON is written in place,
+// with nothing allocated per value.
+
+fn write_date(out: &mut String, jdn: i64) {
     if jdn == 0 {
-        return "0000-00-00".into();
+        out.push_str("0000-00-00");
+        return;
     }
     let (y, m, d) = jdn_to_ymd(jdn);
-    format!("{y:04}-{m:02}-{d:02}")
+    let _ = write!(out, "{y:04}-{m:02}-{d:02}");
 }
 
-pub(super) fn fmt_time_ms(ms: i64, with_ms: bool) -> String {
+fn write_time_ms(out: &mut String, ms: i64, with_ms: bool) {
     let s = ms.div_euclid(1000);
     let (h, mi, se) = (s / 3600, (s / 60) % 60, s % 60);
+    let _ = write!(out, "{h:02}:{mi:02}:{se:02}");
     if with_ms {
-        format!("{h:02}:{mi:02}:{se:02}.{:03}", ms.rem_euclid(1000))
-    } else {
-        format!("{h:02}:{mi:02}:{se:02}")
+        let _ = write!(out, ".{:03}", ms.rem_euclid(1000));
     }
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.fff]` of a (day number, milliseconds) pair; the zero date stays zero.
-pub(super) fn fmt_datetime(jdn: i64, ms: i64, with_ms: bool) -> String {
+fn write_datetime(out: &mut String, jdn: i64, ms: i64, with_ms: bool) {
     if jdn == 0 && ms == 0 {
-        return format!("0000-00-00 {}", fmt_time_ms(0, with_ms));
+        out.push_str("0000-00-00 ");
+        write_time_ms(out, 0, with_ms);
+        return;
     }
-    format!("{} {}", fmt_date(jdn), fmt_time_ms(ms, with_ms))
+    write_date(out, jdn);
+    out.push(' ');
+    write_time_ms(out, ms, with_ms);
 }
 
 /// A point in time as (day number, ms) shifted by `secs` seconds.
@@ -140,41 +167,65 @@ pub fn decode_tz_id(tz: u32) -> TzId {
 /// `YYYY-MM-DD HH:MM:SS[.fff] <zone>` for a UTC instant with a `TZ_ID`: a fixed offset is
 /// shown as local time with `+HH:MM`; a geographic zone cannot be resolved without the server's
 /// timezone library, so the instant stays in UTC, followed by the raw id.
-pub(super) fn fmt_tz(jdn: i64, ms: i64, tz: u32, with_ms: bool) -> String {
+fn write_tz(out: &mut String, jdn: i64, ms: i64, tz: u32, with_ms: bool) {
     match decode_tz_id(tz) {
         TzId::Offset(off) => {
             let (j, m) = shift(jdn, ms, off);
             let a = off.unsigned_abs();
             let sign = if off < 0 { '-' } else { '+' };
-            let mut s = format!("{} {sign}{:02}:{:02}", fmt_datetime(j, m, with_ms), a / 3600, (a / 60) % 60);
+            write_datetime(out, j, m, with_ms);
+            let _ = write!(out, " {sign}{:02}:{:02}", a / 3600, (a / 60) % 60);
             if a % 60 != 0 {
-                let _ = write!(s, ":{:02}", a % 60);
+                let _ = write!(out, ":{:02}", a % 60);
             }
-            s
         }
-        TzId::Zone { zone, gmt_rule, dst_rule } => format!(
-            "{} UTC (unresolved zone: tz_id 0x{tz:08X}, zone {zone}, gmt rule {gmt_rule}, dst rule {dst_rule})",
-            fmt_datetime(jdn, ms, with_ms)
-        ),
-        TzId::Invalid(_) => format!("{} UTC (invalid tz_id 0x{tz:08X})", fmt_datetime(jdn, ms, with_ms)),
+        TzId::Zone { zone, gmt_rule, dst_rule } => {
+            write_datetime(out, jdn, ms, with_ms);
+            let _ = write!(
+                out,
+                " UTC (unresolved zone: tz_id 0x{tz:08X}, zone {zone}, gmt rule {gmt_rule}, dst rule {dst_rule})"
+            );
+        }
+        TzId::Invalid(_) => {
+            write_datetime(out, jdn, ms, with_ms);
+            let _ = write!(out, " UTC (invalid tz_id 0x{tz:08X})");
+        }
     }
 }
 
 /// `numeric_db_value_print`: the unscaled value with a decimal point `scale` digits from the
 /// right and at least one digit before it.
 pub fn numeric_text(unscaled: i128, scale: i32) -> String {
-    let digits = unscaled.unsigned_abs().to_string();
-    let sign = if unscaled < 0 { "-" } else { "" };
+    let mut out = String::new();
+    write_numeric(&mut out, unscaled, scale);
+    out
+}
+
+fn write_numeric(out: &mut String, unscaled: i128, scale: i32) {
+    let mut buffer = itoa::Buffer::new();
+    let digits = buffer.format(unscaled.unsigned_abs());
+    if unscaled < 0 {
+        out.push('-');
+    }
     if scale <= 0 {
-        return format!("{sign}{digits}");
+        out.push_str(digits);
+        return;
     }
     if scale > 38 {
-        return format!("{sign}{digits}E-{scale}");
+        let _ = write!(out, "{digits}E-{scale}");
+        return;
     }
     let s = scale as usize;
-    let padded = if digits.len() <= s { format!("{}{digits}", "0".repeat(s + 1 - digits.len())) } else { digits };
-    let (int, frac) = padded.split_at(padded.len() - s);
-    format!("{sign}{int}.{frac}")
+    if digits.len() <= s {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', s - digits.len()));
+        out.push_str(digits);
+    } else {
+        let (int, frac) = digits.split_at(digits.len() - s);
+        out.push_str(int);
+        out.push('.');
+        out.push_str(frac);
+    }
 }
 
 /// Currency sign CUBRID prints before a MONETARY amount (`DB_CURRENCY` order).
@@ -186,26 +237,26 @@ pub fn currency_symbol(currency: i32) -> &'static str {
     usize::try_from(currency).ok().and_then(|i| SYMBOLS.get(i)).copied().unwrap_or("")
 }
 
-pub(super) fn monetary_text(currency: i32, amount: f64) -> String {
+fn write_monetary(out: &mut String, currency: i32, amount: f64) {
     let amount = if amount.is_infinite() { f64::MAX.copysign(amount) } else { amount };
+    out.push_str(currency_symbol(currency));
     if amount.is_nan() {
-        return format!("{}nan", currency_symbol(currency));
+        out.push_str("nan");
+    } else {
+        let _ = write!(out, "{amount:.2}");
     }
-    format!("{}{amount:.2}", currency_symbol(currency))
 }
 
 /// `X'<hex>'`: one hex digit per 4 bits of the value.
-pub(super) fn bit_text(bytes: &[u8], bits: u32) -> String {
+fn write_bit(out: &mut String, bytes: &[u8], bits: u32) {
     let nibbles = (bits as usize).div_ceil(4).min(bytes.len() * 2);
-    let mut s = String::with_capacity(nibbles + 3);
-    s.push_str("X'");
+    out.push_str("X'");
     for i in 0..nibbles {
         let b = bytes[i / 2];
         let n = if i % 2 == 0 { b >> 4 } else { b & 0xF };
-        s.push(char::from_digit(n as u32, 16).unwrap_or('?'));
+        out.push(char::from_digit(n as u32, 16).unwrap_or('?'));
     }
-    s.push('\'');
-    s
+    out.push('\'');
 }
 
 /// The text of a string in its codeset: utf8 as is (invalid bytes become U+FFFD), iso88591 as
@@ -242,11 +293,9 @@ pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
         Value::Null | Value::Unknown { .. } => out.push_str("null"),
         // The same digits as `Display`, without the formatting machinery (a row has many).
         Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
-        Value::Float(f) => match serde_json::to_string(f) {
-            Ok(t) if f.is_finite() => out.push_str(&t),
-            _ => out.push_str("null"),
-        },
-        Value::Double(f) => out.push_str(&json_f64(*f)),
+        Value::Float(f) if f.is_finite() => out.push_str(ryu::Buffer::new().format_finite(*f)),
+        Value::Float(_) => out.push_str("null"),
+        Value::Double(f) => push_json_f64(out, *f),
         Value::Json(text) => out.push_str(text),
         Value::Enum { index, label } => match label {
             Some(l) => push_json_str(out, l),
@@ -270,11 +319,34 @@ pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
             out.push(']');
         }
         // Valid UTF-8 (nearly every string) is escaped from the row's bytes, not copied first.
-        Value::String { bytes, codeset } if !matches!(codeset, 3 | 4) => match std::str::from_utf8(bytes) {
-            Ok(text) => push_json_str(out, text),
-            Err(_) => push_json_str(out, &String::from_utf8_lossy(bytes)),
-        },
+        Value::String { bytes, codeset: 3 } => push_latin1_json(out, bytes),
+        Value::String { bytes, codeset } if *codeset != 4 => push_utf8_json(out, bytes),
+        // Texts of digits, dates and zones: nothing in them to escape (a currency sign may be
+        // a backslash: MONETARY is escaped).
+        Value::Numeric { .. }
+        | Value::Bit { .. }
+        | Value::Date(_)
+        | Value::Time(_)
+        | Value::Timestamp(_)
+        | Value::TimestampLtz(_)
+        | Value::TimestampTz { .. }
+        | Value::Datetime { .. }
+        | Value::DatetimeLtz { .. }
+        | Value::DatetimeTz { .. }
+        | Value::Oid(_) => {
+            out.push('"');
+            value_text_into(out, v);
+            out.push('"');
+        }
         _ => push_json_str(out, &value_text(v).unwrap_or_default()),
+    }
+}
+
+/// Appends UTF-8 text as a JSON string literal; invalid bytes become U+FFFD.
+pub(super) fn push_utf8_json(out: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => push_json_str(out, text),
+        Err(_) => push_json_str(out, &String::from_utf8_lossy(bytes)),
     }
 }
 
@@ -297,33 +369,46 @@ pub fn same_value(a: &Value, b: &Value) -> bool {
 /// The CDC text form of a scalar value that the API sends as a string (see [`value_json`]);
 /// `None` for NULL, numbers, JSON, collections and undecodable values.
 pub fn value_text(v: &Value) -> Option<String> {
-    Some(match v {
-        Value::Numeric { unscaled, scale } => numeric_text(*unscaled, *scale),
-        Value::Monetary { currency, amount } => monetary_text(*currency, *amount),
-        Value::String { bytes, codeset } => string_text(bytes, *codeset),
-        Value::Bit { bytes, bits } => bit_text(bytes, *bits),
-        Value::Date(jdn) => fmt_date(*jdn as i64),
-        Value::Time(s) => fmt_time_ms(*s as i64 * 1000, false),
-        Value::Timestamp(0) => "0000-00-00 00:00:00".into(),
+    let mut out = String::new();
+    value_text_into(&mut out, v).then_some(out)
+}
+
+/// [`value_text`], appended to `out`; false (nothing appended) where `value_text` is `None`.
+pub fn value_text_into(out: &mut String, v: &Value) -> bool {
+    match v {
+        Value::Numeric { unscaled, scale } => write_numeric(out, *unscaled, *scale),
+        Value::Monetary { currency, amount } => write_monetary(out, *currency, *amount),
+        Value::String { bytes, codeset } => out.push_str(&string_text(bytes, *codeset)),
+        Value::Bit { bytes, bits } => write_bit(out, bytes, *bits),
+        Value::Date(jdn) => write_date(out, *jdn as i64),
+        Value::Time(s) => write_time_ms(out, *s as i64 * 1000, false),
+        Value::Timestamp(0) => out.push_str("0000-00-00 00:00:00"),
         Value::Timestamp(s) => {
             let (j, m) = timestamp_parts(*s);
-            fmt_datetime(j, m, false)
+            write_datetime(out, j, m, false)
         }
-        Value::TimestampLtz(0) => "0000-00-00 00:00:00 UTC".into(),
+        Value::TimestampLtz(0) => out.push_str("0000-00-00 00:00:00 UTC"),
         Value::TimestampLtz(s) => {
             let (j, m) = timestamp_parts(*s);
-            format!("{} UTC", fmt_datetime(j, m, false))
+            write_datetime(out, j, m, false);
+            out.push_str(" UTC");
         }
         Value::TimestampTz { secs, tz } => {
             let (j, m) = timestamp_parts(*secs);
-            fmt_tz(j, m, *tz, false)
+            write_tz(out, j, m, *tz, false)
         }
-        Value::Datetime { jdn, ms } => fmt_datetime(*jdn as i64, *ms as i64, true),
-        Value::DatetimeLtz { jdn, ms } => format!("{} UTC", fmt_datetime(*jdn as i64, *ms as i64, true)),
-        Value::DatetimeTz { jdn, ms, tz } => fmt_tz(*jdn as i64, *ms as i64, *tz, true),
-        Value::Enum { label: Some(l), .. } => l.clone(),
-        Value::Oid(o) => o.to_string(),
-        Value::Lob { locator, .. } => locator.clone(),
-        _ => return None,
-    })
+        Value::Datetime { jdn, ms } => write_datetime(out, *jdn as i64, *ms as i64, true),
+        Value::DatetimeLtz { jdn, ms } => {
+            write_datetime(out, *jdn as i64, *ms as i64, true);
+            out.push_str(" UTC");
+        }
+        Value::DatetimeTz { jdn, ms, tz } => write_tz(out, *jdn as i64, *ms as i64, *tz, true),
+        Value::Enum { label: Some(l), .. } => out.push_str(l),
+        Value::Oid(o) => {
+            let _ = write!(out, "{o}");
+        }
+        Value::Lob { locator, .. } => out.push_str(locator),
+        _ => return false,
+    }
+    true
 }
