@@ -9,6 +9,10 @@ use walcdc_core::cdc::options::ChangeOptions;
 use walcdc_core::log::logset::LogSet;
 use walcdc_core::log::walker::OnEncrypted;
 
+/// The Python extension's allocator (walcdc-py's lib.rs), with mimalloc's default options.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let decode = args.iter().any(|a| a == "--decode");
