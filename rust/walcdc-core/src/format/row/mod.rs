@@ -352,9 +352,9 @@ fn first_chars(b: &[u8], codeset: i32, n: Option<usize>) -> usize {
 
 /// A VARCHAR-encoded string (§8.4): the text bytes and whether they were LZ4-compressed.
 pub fn decode_varchar(b: &[u8]) -> Result<(Vec<u8>, bool), String> {
-    let mut room = Vec::new();
-    let text = varchar_bytes(b, &mut room)?.to_vec();
-    Ok((text, !room.is_empty()))
+    let text = varchar_bytes(b, &mut Vec::new())?.to_vec();
+    let compressed = b[0] == 0xFF && be_i32(b, 1).is_some_and(|c| c != 0);
+    Ok((text, compressed))
 }
 
 /// A VARCHAR-encoded string's text bytes: in `b`, or unzipped into `room` when they were
