@@ -133,3 +133,52 @@ def test_a_threaded_read_leaves_little_of_the_log_mapped():
     resident = json.loads(run(RESIDENT_AFTER_THREADS, folder))
     assert len(resident) >= 3, resident
     assert sum(resident.values()) < log_kb // 10, (resident, log_kb)
+
+
+def test_a_batch_of_decoded_rows_is_bounded_by_its_json_too(tmp_path):
+    """A change batch ends past 8 MiB of event bytes, decoded rows' JSON counted: text that
+    compresses well in the log (an image of a few bytes) can be many times longer as JSON (a
+    control character is six bytes escaped), and a batch bounded by its images alone would
+    hold all of it."""
+    from walcdc.testing import LogWriter, Table, Workload, cdc_oid
+
+    klass = cdc_oid(0, 300, 1)
+    table = Table.create(
+        "dba.t_wide", klass, [{"name": "a", "type": "INT"}, {"name": "b", "type": "VARCHAR"}]
+    )
+    text = "\x01" * 4000
+    rows = 3000
+    w = LogWriter(page_size=16384, active_pages=1024, archive_pages=512)
+    t = Workload(w).begin(1)
+    t.create_table(table)
+    for i in range(rows):
+        values = {"a": str(i), "b": json.dumps(text)}
+        t.insert_row(klass, table.representation(), values, 500 + i // 100, i % 100 + 1)
+    t.commit()
+    w.finish(tmp_path)
+
+    import walcdc
+
+    one_row = len(json.dumps({"a": rows, "b": text}))
+    assert one_row > 6 * len(text)
+    batches = list(walcdc.read_changes(walcdc.open_log(tmp_path), batch_size=1 << 16))
+    afters = [
+        json.loads(after)
+        for b in batches
+        for op, after in zip(b.column("op").to_pylist(), b.column("after").to_pylist())
+        if op == "insert"
+    ]
+    assert afters == [{"a": i, "b": text} for i in range(rows)]
+    # Each batch's JSON column: at most 8 MiB and the event that crossed it.
+    for b in batches:
+        after = sum(len(v) for v in b.column("after").to_pylist() if v is not None)
+        assert after <= (8 << 20) + one_row, (b.num_rows, after)
+    assert len(batches) >= rows * one_row // (8 << 20)
+    # A typed table's batch: its values counted alike.
+    batches = list(walcdc.read_table_changes(walcdc.open_log(tmp_path), "dba.t_wide"))
+    texts = [r["b"] for b in batches for r in b.column("after").to_pylist() if r is not None]
+    assert texts == [text] * rows
+    for b in batches:
+        held = sum(len(r["b"]) for r in b.column("after").to_pylist() if r is not None)
+        assert held <= (8 << 20) + len(text), (b.num_rows, held)
+    assert len(batches) >= rows * len(text) // (8 << 20)

@@ -113,6 +113,17 @@ pub struct Typed {
     pub after_values: Option<RowValues>,
 }
 
+impl Typed {
+    /// Approximate bytes the decoded rows hold (their JSON texts, or their values).
+    fn weight(&self) -> usize {
+        let texts: usize =
+            [&self.before, &self.after, &self.key].iter().map(|t| t.as_ref().map_or(0, |t| t.len())).sum();
+        let values: usize =
+            [&self.before_values, &self.after_values].iter().map(|v| v.as_ref().map_or(0, |v| v.weight())).sum();
+        texts + values
+    }
+}
+
 impl Event {
     pub(crate) fn at(rec: &Record, op: Op) -> Event {
         let mut e = Event::new(rec.lsa, rec.trid, op);
@@ -151,6 +162,7 @@ impl Event {
             + self.after.as_ref().map_or(0, |i| i.row.len())
             + self.ddl.as_ref().map_or(0, |d| d.statement.len())
             + self.error.as_ref().map_or(0, |e| e.len())
+            + self.typed.as_ref().map_or(0, |t| t.weight())
     }
 }
 

@@ -665,6 +665,28 @@ impl RowValues {
     pub fn get(&self, id: i32) -> Option<&Value> {
         self.0.iter().find(|(a, _)| *a == id).map(|(_, v)| v)
     }
+
+    /// Approximate bytes the values hold.
+    pub fn weight(&self) -> usize {
+        self.0.iter().map(|(_, v)| std::mem::size_of::<(i32, Value)>() + v.held_bytes()).sum()
+    }
+}
+
+impl Value {
+    /// Bytes the value holds beyond itself (text, elements).
+    fn held_bytes(&self) -> usize {
+        match self {
+            Value::String { bytes, .. } | Value::Bit { bytes, .. } => bytes.len(),
+            Value::Json(text) => text.len(),
+            Value::Enum { label, .. } => label.as_ref().map_or(0, String::len),
+            Value::Lob { locator, .. } => locator.len(),
+            Value::Unknown { reason } => reason.len(),
+            Value::Collection { items, .. } => {
+                items.iter().map(|v| std::mem::size_of::<Value>() + v.held_bytes()).sum()
+            }
+            _ => 0,
+        }
+    }
 }
 
 impl PartialEq for RowValues {
