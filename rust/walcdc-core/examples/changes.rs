@@ -9,7 +9,8 @@ use walcdc_core::cdc::options::ChangeOptions;
 use walcdc_core::log::logset::LogSet;
 use walcdc_core::log::walker::OnEncrypted;
 
-/// The Python extension's allocator (walcdc-py's lib.rs), with mimalloc's default options.
+/// The Python extension's allocator (walcdc-py's lib.rs); run with `MIMALLOC_PURGE_DELAY=250`
+/// for the purge delay the extension sets (freed memory kept 250 ms for the next batches).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
