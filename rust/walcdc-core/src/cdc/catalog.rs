@@ -730,9 +730,16 @@ impl Catalog {
         json.push('}');
         undecoded.sort_by_key(|&(i, _)| i);
         problems.extend(undecoded.into_iter().map(|(_, p)| p));
+        // One huge compressed string must not keep its room for the rest of the stream.
+        if text.capacity() > MAX_KEPT_TEXT {
+            *text = Vec::new();
+        }
         Ok(())
     }
 }
+
+/// The most room for unzipped strings a reader keeps between rows.
+const MAX_KEPT_TEXT: usize = 1 << 20;
 
 /// Room a stream reuses to decode rows: a row's, and its two images decoded.
 #[derive(Default)]
@@ -1095,6 +1102,23 @@ mod tests {
             }
         });
         assert_eq!(allocations, 0, "decoding {} rows into one row's room", 4 * images.len());
+        // A row with a string past the room kept is decoded, and its room given back.
+        let (mut big, long) = (images[1].clone(), "\u{e9}".repeat(MAX_KEPT_TEXT));
+        let values: Vec<row::Value> = rep
+            .attributes
+            .iter()
+            .map(|a| match a.name.as_str() {
+                "name" => row::Value::String { bytes: long.clone().into_bytes(), codeset: 5 },
+                _ => row::decode_value(&a.domain, b"", 0),
+            })
+            .map(|v| if v.undecoded().is_some() { row::Value::Null } else { v })
+            .collect();
+        big.row = crate::testkit::encode::encode_row(rep, &values, None).unwrap();
+        assert!(zipped(&&big), "the long string is LZ4-compressed in the row");
+        let RowScratch { room, before, .. } = &mut scratch;
+        catalog.decode_keyed_into(class, &big, KeyMode::NameThen, None, room, before).unwrap();
+        assert!(before.json.contains(&long));
+        assert_eq!(room.text.capacity(), 0);
     }
 
     /// Columns that do not decode are told in storage order, whatever the user's order.
