@@ -1669,7 +1669,11 @@ pub fn type_event(
         t.changed_columns = Some(catalog::changed_columns(b, a));
     }
     t.key = after.or(before).and_then(|d| d.key_json());
-    // The JSON texts move into the event; the rows' other room stays for the next event.
+    // The JSON texts move into the event; the rows' other room stays for the next event (their
+    // columns, which point into the texts, emptied with them).
+    for row in [&mut *before_row, &mut *after_row] {
+        row.columns.clear();
+    }
     t.before = has_before.then(|| std::mem::take(&mut before_row.json));
     t.after = has_after.then(|| std::mem::take(&mut after_row.json));
     if !errors.is_empty() {

@@ -121,7 +121,7 @@ impl<S: PageSource + ?Sized> ReadPayloads for S {}
 
 /// Compression ratio up to which a zipped payload's length prefix is believed before its block
 /// is decoded (rows compress 2-4× in the fixtures and the generated logs; a lie within it costs
-/// at most this many times the block, freed at once).
+/// at most this many times the block, as an honest payload of that ratio would).
 const TRUSTED_RATIO: u64 = 16;
 /// Bytes any prefix may claim beyond that ratio (a small block of a long run).
 const TRUSTED_SLACK: u64 = 4096;

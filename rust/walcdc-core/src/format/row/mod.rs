@@ -700,6 +700,36 @@ impl Eq for RowValues {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FLOAT, DOUBLE and JSON-document numbers are serde_json's text, as rows have always been
+    /// written (serde_json writes `1e+16` where other shortest-digit formatters write `1e16`):
+    /// random bit patterns, and the edges.
+    #[test]
+    fn floats_are_written_as_serde_json_writes_them() {
+        let mut rng = crate::test_rng::Rng(0x5eed_f10a);
+        let mut doubles: Vec<f64> = (0..200_000).map(|_| f64::from_bits(rng.next())).collect();
+        let mut floats: Vec<f32> = (0..200_000).map(|_| f32::from_bits(rng.next() as u32)).collect();
+        doubles.extend([0.0, -0.0, 1e16, 1e15, 1e21, 1e22, 1.5e300, 5e-324, 1e-7, f64::MAX, f64::MIN_POSITIVE]);
+        doubles.extend([f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 123456789012345680.0, 0.1 + 0.2]);
+        floats.extend([1e16, 3.4028235e38, 1e-45, 0.1, f32::NAN, f32::INFINITY]);
+        let serde = |text: serde_json::Result<String>, finite: bool| {
+            if finite {
+                text.unwrap()
+            } else {
+                "null".to_string()
+            }
+        };
+        for d in doubles {
+            let mut out = String::new();
+            text::value_json_into(&mut out, &Value::Double(d), &Domain::default());
+            assert_eq!(out, serde(serde_json::to_string(&d), d.is_finite()), "{d:e}");
+        }
+        for f in floats {
+            let mut out = String::new();
+            text::value_json_into(&mut out, &Value::Float(f), &Domain::default());
+            assert_eq!(out, serde(serde_json::to_string(&f), f.is_finite()), "{f:e}");
+        }
+    }
     use crate::format::schema::Attribute;
 
     #[test]

@@ -2,6 +2,7 @@
 //! MONETARY, BIT, strings of every charset) and the canonical JSON of a row's values.
 
 use super::*;
+use serde_json::ser::Formatter as _;
 
 /// Appends `s` as a JSON string literal (escapes as serde_json writes them).
 pub fn push_json_str(out: &mut String, s: &str) {
@@ -56,13 +57,32 @@ pub(super) fn push_latin1_json(out: &mut String, bytes: &[u8]) {
     out.push('"');
 }
 
-/// A double as JSON: serde_json's digits (ryu's shortest round trip), `null` when not finite.
+/// A double as JSON, `null` when not finite.
 pub(super) fn push_json_f64(out: &mut String, v: f64) {
     if v.is_finite() {
-        out.push_str(ryu::Buffer::new().format_finite(v));
+        push_serde_float(out, |f, w| f.write_f64(w, v));
     } else {
         out.push_str("null");
     }
+}
+
+/// A finite float as JSON, in serde_json's own digits (its formatter, written to the stack:
+/// nothing allocated); JSON rows have always been serde_json's text (`1e+16`, not `1e16`).
+fn push_serde_float(
+    out: &mut String,
+    write: impl FnOnce(&mut serde_json::ser::CompactFormatter, &mut std::io::Cursor<&mut [u8]>) -> std::io::Result<()>,
+) {
+    // The longest float text is 24 bytes (`-2.2250738585072014e-308`).
+    let mut buf = [0u8; 40];
+    let mut cursor = std::io::Cursor::new(&mut buf[..]);
+    if write(&mut serde_json::ser::CompactFormatter, &mut cursor).is_ok() {
+        let n = cursor.position() as usize;
+        if let Ok(text) = std::str::from_utf8(&buf[..n]) {
+            out.push_str(text);
+            return;
+        }
+    }
+    out.push_str("null");
 }
 
 /// Proleptic calendar date of a Julian Day Number as CUBRID decodes it: Julian calendar before
@@ -293,7 +313,7 @@ pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
         Value::Null | Value::Unknown { .. } => out.push_str("null"),
         // The same digits as `Display`, without the formatting machinery (a row has many).
         Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
-        Value::Float(f) if f.is_finite() => out.push_str(ryu::Buffer::new().format_finite(*f)),
+        Value::Float(f) if f.is_finite() => push_serde_float(out, |fmt, w| fmt.write_f32(w, *f)),
         Value::Float(_) => out.push_str("null"),
         Value::Double(f) => push_json_f64(out, *f),
         Value::Json(text) => out.push_str(text),
