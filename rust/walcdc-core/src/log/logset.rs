@@ -174,6 +174,11 @@ impl Volume {
         let _ = (first, count, page_size);
     }
 
+    /// [`Volume::release`] of the whole volume.
+    fn release_whole(&self) {
+        self.release(0, usize::MAX, 1);
+    }
+
     /// Reads what the page cache lacks of pages `[first, first + count)` (see
     /// [`LogSet::prefetch_pages`]): large reads of the file whose bytes are dropped, then maps
     /// the pages into this process for the walk. A hint only: errors are ignored (the walk
@@ -522,7 +527,7 @@ impl LogSet {
     /// around its ends.
     pub fn release_all(&self) {
         for v in &self.volumes {
-            v.release(0, usize::MAX, 1);
+            v.release_whole();
         }
     }
 
@@ -620,7 +625,7 @@ impl LogSet {
                 });
             }
             // Its header page is read: not kept mapped (see `LogSet::release_all`).
-            vol.release(0, usize::MAX, 1);
+            vol.release_whole();
             volumes.push(vol);
         }
 
@@ -640,7 +645,7 @@ impl LogSet {
         let mut archives: Vec<Archive> = raw_archives.into_iter().map(|(a, _)| a).collect();
         for a in &archives {
             check_archive(&volumes[a.vol], a, db_creation, page_size)?;
-            volumes[a.vol].release(0, usize::MAX, 1);
+            volumes[a.vol].release_whole();
         }
         archives.sort_by_key(|a| a.num);
         check_archive_sequence(&volumes, &archives)?;
