@@ -296,18 +296,13 @@ pub struct RowRoom {
 /// JSON is then `null`).
 pub fn column_json_into(out: &mut String, d: &Domain, b: &[u8], text_room: &mut Vec<u8>) -> Option<String> {
     let text = match d.db_type {
-        _ if d.codeset == 4 => None,
         db_type::STRING | db_type::VARNCHAR => Some(varchar_bytes(b, text_room)),
         db_type::CHAR | db_type::NCHAR => Some(char_bytes(d, b)),
         _ => None,
     };
     match text {
-        Some(Ok(bytes)) if d.codeset == 3 => {
-            push_latin1_json(out, bytes);
-            None
-        }
         Some(Ok(bytes)) => {
-            push_utf8_json(out, bytes);
+            push_text_json(out, bytes, d.codeset);
             None
         }
         Some(Err(reason)) => {
@@ -352,9 +347,12 @@ fn first_chars(b: &[u8], codeset: i32, n: Option<usize>) -> usize {
 
 /// A VARCHAR-encoded string (§8.4): the text bytes and whether they were LZ4-compressed.
 pub fn decode_varchar(b: &[u8]) -> Result<(Vec<u8>, bool), String> {
-    let text = varchar_bytes(b, &mut Vec::new())?.to_vec();
-    let compressed = b[0] == 0xFF && be_i32(b, 1).is_some_and(|c| c != 0);
-    Ok((text, compressed))
+    let mut room = Vec::new();
+    let text = varchar_bytes(b, &mut room)?;
+    if b[0] == 0xFF && be_i32(b, 1).is_some_and(|c| c != 0) {
+        return Ok((room, true)); // unzipped into the room: no second copy
+    }
+    Ok((text.to_vec(), false))
 }
 
 /// A VARCHAR-encoded string's text bytes: in `b`, or unzipped into `room` when they were

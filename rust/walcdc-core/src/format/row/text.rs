@@ -43,7 +43,7 @@ fn push_json_str_body(out: &mut String, s: &str) {
 }
 
 /// Appends ISO-8859-1 text as a JSON string literal: each byte is the character of its code.
-pub(super) fn push_latin1_json(out: &mut String, bytes: &[u8]) {
+fn push_latin1_json(out: &mut String, bytes: &[u8]) {
     out.push('"');
     // ASCII runs are the same text in UTF-8 (and hold every character JSON escapes).
     for run in bytes.split_inclusive(|b| !b.is_ascii()) {
@@ -339,8 +339,7 @@ pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
             out.push(']');
         }
         // Valid UTF-8 (nearly every string) is escaped from the row's bytes, not copied first.
-        Value::String { bytes, codeset: 3 } => push_latin1_json(out, bytes),
-        Value::String { bytes, codeset } if *codeset != 4 => push_utf8_json(out, bytes),
+        Value::String { bytes, codeset } => push_text_json(out, bytes, *codeset),
         // Texts of digits, dates and zones: nothing in them to escape (a currency sign may be
         // a backslash: MONETARY is escaped).
         Value::Numeric { .. }
@@ -362,11 +361,17 @@ pub fn value_json_into(out: &mut String, v: &Value, domain: &Domain) {
     }
 }
 
-/// Appends UTF-8 text as a JSON string literal; invalid bytes become U+FFFD.
-pub(super) fn push_utf8_json(out: &mut String, bytes: &[u8]) {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => push_json_str(out, text),
-        Err(_) => push_json_str(out, &String::from_utf8_lossy(bytes)),
+/// Appends a string's bytes in `codeset` as a JSON string literal, the text [`string_text`]
+/// gives: ISO-8859-1 and UTF-8 (nearly every string) escaped from the bytes themselves, not
+/// copied first; invalid UTF-8 becomes U+FFFD.
+pub(super) fn push_text_json(out: &mut String, bytes: &[u8], codeset: i32) {
+    match codeset {
+        3 => push_latin1_json(out, bytes),
+        4 => push_json_str(out, &string_text(bytes, codeset)),
+        _ => match std::str::from_utf8(bytes) {
+            Ok(text) => push_json_str(out, text),
+            Err(_) => push_json_str(out, &String::from_utf8_lossy(bytes)),
+        },
     }
 }
 
